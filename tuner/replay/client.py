@@ -1,0 +1,212 @@
+"""The streaming replay client: one asyncio loop, httpx, OpenAI-compatible endpoints.
+
+TTFT is the time to the first streamed chunk that carries text; the output token count comes
+from the final usage report (``stream_options.include_usage``), never from counting chunks,
+because with speculation one chunk can carry several tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+import numpy as np
+
+from tuner.errors import UsageError
+from tuner.workload.model import Request
+
+LoadMode = Literal["concurrency", "rate", "trace"]
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """How requests are sent: a closed loop of N clients, a Poisson rate, or the captured trace."""
+
+    mode: LoadMode = "concurrency"
+    concurrency: int = 1
+    rate: float | None = None  # requests per second, for mode "rate"
+    time_scale: float = 1.0  # multiplies captured gaps, for mode "trace" (0.5 = twice as fast)
+    seed: int = 0  # Poisson arrivals are reproducible
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("concurrency", "rate", "trace"):
+            raise UsageError(f"--load must be concurrency, rate or trace, got {self.mode!r}")
+        if self.concurrency < 1:
+            raise UsageError(f"--concurrency must be >= 1, got {self.concurrency}")
+        if self.mode == "rate" and not (self.rate and self.rate > 0):
+            raise UsageError("--load rate needs --rate R with R > 0 requests per second")
+        if self.time_scale <= 0:
+            raise UsageError(f"--time-scale must be > 0, got {self.time_scale}")
+
+    @property
+    def label(self) -> str:
+        if self.mode == "concurrency":
+            return f"concurrency {self.concurrency}"
+        if self.mode == "rate":
+            return f"Poisson {self.rate:g} req/s"
+        return f"trace x{self.time_scale:g}"
+
+
+@dataclass(frozen=True)
+class RequestResult:
+    """Timings of one request, in seconds; ``sent_s`` is relative to the start of the replay."""
+
+    request_id: str
+    sent_s: float
+    ok: bool
+    error: str | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    output_tokens: int = 0
+    prompt_tokens: int | None = None
+
+    @property
+    def tpot_s(self) -> float | None:
+        """(e2e - TTFT) / (output tokens - 1): the decode time per token after the first."""
+        if not self.ok or self.output_tokens < 2 or self.ttft_s is None or self.e2e_s is None:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+
+def request_body(request: Request, model: str, default_max_tokens: int) -> tuple[str, dict[str, Any]]:
+    """The endpoint path and JSON body for one request.
+
+    A captured ``output_tokens`` is replayed as exactly that many tokens (``ignore_eos``), as
+    ``vllm bench serve`` does for datasets with output lengths, so every configuration
+    generates the same amount of text.
+    """
+    body: dict[str, Any] = {"model": model, "stream": True,
+                            "stream_options": {"include_usage": True}}
+    if request.output_tokens is not None:
+        body["max_tokens"] = request.output_tokens
+        body["ignore_eos"] = True
+    else:
+        body["max_tokens"] = request.max_tokens or default_max_tokens
+    for name in ("temperature", "top_p", "seed"):
+        if (value := getattr(request, name)) is not None:
+            body[name] = value
+    if request.is_chat:
+        body["messages"] = list(request.messages or ())
+        return "/v1/chat/completions", body
+    body["prompt"] = request.prompt
+    return "/v1/completions", body
+
+
+def _chunk_text(chunk: dict[str, Any]) -> str:
+    choices = chunk.get("choices") or []
+    if not choices:
+        return ""
+    choice = choices[0]
+    if "text" in choice:
+        return choice["text"] or ""
+    return (choice.get("delta") or {}).get("content") or ""
+
+
+async def send_request(
+    client: httpx.AsyncClient, base_url: str, model: str, request: Request,
+    default_max_tokens: int, t0: float,
+) -> RequestResult:
+    path, body = request_body(request, model, default_max_tokens)
+    sent = time.perf_counter()
+    ttft: float | None = None
+    usage: dict[str, Any] | None = None
+
+    def failed(error: str) -> RequestResult:
+        return RequestResult(request.label, sent - t0, ok=False, error=error, ttft_s=ttft)
+
+    try:
+        async with client.stream("POST", base_url + path, json=body) as response:
+            if response.status_code != 200:
+                text = (await response.aread()).decode(errors="replace")[:300]
+                return failed(f"HTTP {response.status_code}: {text}")
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                chunk = json.loads(data)
+                if ttft is None and _chunk_text(chunk):
+                    ttft = time.perf_counter() - sent
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+    except httpx.TimeoutException:
+        return failed("timed out waiting for the server")
+    except httpx.HTTPError as exc:
+        return failed(f"{type(exc).__name__}: {exc}")
+    except json.JSONDecodeError as exc:
+        return failed(f"bad JSON in the stream ({exc.msg})")
+    e2e = time.perf_counter() - sent
+    if usage is None:
+        return failed("the stream ended without a usage report")
+    output_tokens = int(usage.get("completion_tokens") or 0)
+    if output_tokens == 0:
+        return failed("the server generated no tokens")
+    return RequestResult(
+        request.label, sent - t0, ok=True, ttft_s=ttft if ttft is not None else e2e, e2e_s=e2e,
+        output_tokens=output_tokens, prompt_tokens=usage.get("prompt_tokens"),
+    )
+
+
+def start_offsets(requests: Sequence[Request], load: LoadSpec) -> list[float]:
+    """When each request is sent, in seconds from the start (open-loop modes only)."""
+    if load.mode == "rate":
+        rng = np.random.default_rng(load.seed)
+        gaps = rng.exponential(1.0 / load.rate, size=len(requests))
+        return list(np.cumsum(gaps) - gaps[0])
+    if any(r.arrival_s is None for r in requests):
+        raise UsageError("--load trace needs 'arrival_s' on every request of the workload; "
+                         "use --load concurrency or --load rate instead")
+    first = requests[0].arrival_s or 0.0
+    return [((r.arrival_s or 0.0) - first) * load.time_scale for r in requests]
+
+
+async def _replay(
+    base_url: str, model: str, requests: Sequence[Request], load: LoadSpec,
+    request_timeout_s: float, default_max_tokens: int,
+    on_result: Callable[[RequestResult], None] | None,
+) -> tuple[list[RequestResult], float]:
+    results: list[RequestResult | None] = [None] * len(requests)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    timeout = httpx.Timeout(request_timeout_s, connect=30.0)
+    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+        t0 = time.perf_counter()
+
+        async def run(index: int) -> None:
+            result = await send_request(client, base_url, model, requests[index],
+                                        default_max_tokens, t0)
+            results[index] = result
+            if on_result:
+                on_result(result)
+
+        if load.mode == "concurrency":
+            pending = iter(range(len(requests)))
+
+            async def worker() -> None:
+                for index in pending:  # one shared iterator: each request goes to one worker
+                    await run(index)
+
+            await asyncio.gather(*(worker() for _ in range(min(load.concurrency, len(requests)))))
+        else:
+            tasks = []
+            for index, offset in enumerate(start_offsets(requests, load)):
+                await asyncio.sleep(max(0.0, t0 + offset - time.perf_counter()))
+                tasks.append(asyncio.create_task(run(index)))
+            await asyncio.gather(*tasks)
+        duration = time.perf_counter() - t0
+    return [r for r in results if r is not None], duration
+
+
+def replay(
+    base_url: str, model: str, requests: Sequence[Request], load: LoadSpec, *,
+    request_timeout_s: float = 600.0, default_max_tokens: int = 128,
+    on_result: Callable[[RequestResult], None] | None = None,
+) -> tuple[list[RequestResult], float]:
+    """Send ``requests`` with the given load; returns every request's result and the wall time."""
+    return asyncio.run(_replay(base_url, model, requests, load, request_timeout_s,
+                               default_max_tokens, on_result))

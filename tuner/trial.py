@@ -1,0 +1,174 @@
+"""One measurement of one configuration: the single path every trial takes.
+
+Fresh server for the config -> warm-up -> /metrics before -> replay -> /metrics after -> stop.
+The CLI's ``tuner measure``, the Optuna study, the scheduler and the tests all call
+``measure_config``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import platform
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from tuner.engine import ServerOptions, SpecConfig, VllmServer
+from tuner.engine.log_cause import failure_cause, read_tail
+from tuner.errors import ServerDiedError, TunerError
+from tuner.metrics import Acceptance, acceptance_between, scrape_counters
+from tuner.replay import LoadSpec, ReplaySummary, RequestResult, replay, summarize
+from tuner.workload import Workload
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """Everything about how a configuration is measured, apart from the config itself."""
+
+    load: LoadSpec = field(default_factory=LoadSpec)
+    warmup: int = 2  # requests sent first and excluded: the first request after start is slow
+    request_timeout_s: float = 600.0
+    default_max_tokens: int = 128
+    server: ServerOptions = field(default_factory=ServerOptions)
+
+
+@dataclass(frozen=True)
+class ServerRecord:
+    command: list[str]
+    log_path: str
+    startup_s: float
+    pid: int
+    port: int
+    vllm_version: str | None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The outcome of one measured configuration; ``spec`` None is the no-speculation baseline."""
+
+    model: str
+    workload_path: str
+    workload_type: str
+    spec: dict[str, Any] | None
+    load: str
+    warmup_requests: int
+    server: ServerRecord
+    summary: ReplaySummary
+    acceptance: Acceptance | None
+    server_generation_tokens: int  # from /metrics; cross-checks the client's own count
+    requests: list[RequestResult]
+    host: str
+    started_at: str
+    finished_at: str
+
+    @property
+    def label(self) -> str:
+        return SpecConfig.from_vllm(self.spec).label if self.spec else "baseline (no speculation)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Progress(Protocol):
+    """What a measurement reports while it runs; the CLI draws it with rich."""
+
+    def phase(self, description: str) -> None: ...
+
+    def start_replay(self, description: str, total: int) -> None: ...
+
+    def request_done(self, result: RequestResult) -> None: ...
+
+
+class NoProgress:
+    def phase(self, description: str) -> None:
+        pass
+
+    def start_replay(self, description: str, total: int) -> None:
+        pass
+
+    def request_done(self, result: RequestResult) -> None:
+        pass
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _vllm_version(base_url: str) -> str | None:
+    try:
+        return httpx.get(f"{base_url}/version", timeout=5.0).json().get("version")
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def _died(server: VllmServer, during: str) -> ServerDiedError:
+    cause = failure_cause(read_tail(server.log_path)) if server.log_path else None
+    return ServerDiedError(
+        f"the vLLM server ({server.label}) died during {during}"
+        + (f": {cause}" if cause else "") + f". Full log: {server.log_path}"
+    )
+
+
+def measure_config(
+    model: str,
+    spec: SpecConfig | None,
+    workload: Workload,
+    settings: MeasureSettings | None = None,
+    progress: Progress | None = None,
+) -> Measurement:
+    """Measure one configuration on a fresh vLLM server; the server is always stopped."""
+    settings = settings or MeasureSettings()
+    progress = progress or NoProgress()
+    started_at = _now()
+    server = VllmServer(model, spec, settings.server)
+    progress.phase(f"starting vLLM ({server.label}), log {settings.server.log_dir}")
+    with server:
+        progress.phase(f"server ready in {server.startup_s:.0f} s")
+        if settings.warmup > 0:
+            warm = list(itertools.islice(itertools.cycle(workload.requests), settings.warmup))
+            progress.start_replay("warm-up", len(warm))
+            warm_results, _ = replay(
+                server.base_url, model, warm, LoadSpec("concurrency", settings.load.concurrency),
+                request_timeout_s=settings.request_timeout_s,
+                default_max_tokens=settings.default_max_tokens, on_result=progress.request_done,
+            )
+            if not server.alive():
+                raise _died(server, "warm-up")
+            if not any(r.ok for r in warm_results):
+                raise TunerError(f"every warm-up request failed ({warm_results[0].error}); "
+                                 f"check the workload against the server log {server.log_path}")
+        before = scrape_counters(server.base_url)
+        progress.start_replay(f"replay ({settings.load.label})", len(workload))
+        results, duration = replay(
+            server.base_url, model, workload.requests, settings.load,
+            request_timeout_s=settings.request_timeout_s,
+            default_max_tokens=settings.default_max_tokens, on_result=progress.request_done,
+        )
+        if not server.alive():
+            raise _died(server, "the replay")
+        after = scrape_counters(server.base_url)
+        record = ServerRecord(
+            command=server.command(), log_path=str(server.log_path), startup_s=server.startup_s or 0.0,
+            pid=server.process.pid if server.process else -1, port=server.port,
+            vllm_version=_vllm_version(server.base_url),
+        )
+        progress.phase("stopping the server")
+    return Measurement(
+        model=model,
+        workload_path=str(Path(workload.path)),
+        workload_type=workload.type,
+        spec=spec.to_vllm() if spec else None,
+        load=settings.load.label,
+        warmup_requests=settings.warmup,
+        server=record,
+        summary=summarize(results, duration),
+        acceptance=acceptance_between(before, after, spec.k if spec else None),
+        server_generation_tokens=int(after.generation_tokens - before.generation_tokens),
+        requests=results,
+        host=platform.node(),
+        started_at=started_at,
+        finished_at=_now(),
+    )

@@ -1,0 +1,138 @@
+"""Load and validate a JSONL workload; every problem is reported as ``FILE:LINE: reason``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tuner.errors import WorkloadError
+from tuner.workload.model import Request, Workload
+
+FIELDS = (
+    "prompt", "messages", "max_tokens", "temperature", "top_p", "seed",
+    "arrival_s", "id", "output_tokens", "type",
+)
+MAX_PROBLEMS = 20  # enough to fix a file in one go without flooding the terminal
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_messages(messages: Any) -> str | None:
+    if not isinstance(messages, list) or not messages:
+        return "'messages' must be a non-empty list of {\"role\": ..., \"content\": ...} objects"
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            return f"'messages[{i}]' must be an object with 'role' and 'content'"
+        if not isinstance(message.get("role"), str) or not message["role"]:
+            return f"'messages[{i}].role' must be a non-empty string"
+        if not isinstance(message.get("content"), str):
+            return f"'messages[{i}].content' must be a string"
+    return None
+
+
+def _check_fields(obj: dict[str, Any]) -> str | None:
+    """Return the first problem with one parsed line, or None when it is valid."""
+    unknown = sorted(set(obj) - set(FIELDS))
+    if unknown:
+        return f"unknown field '{unknown[0]}' (known fields: {', '.join(FIELDS)})"
+    has_prompt, has_messages = "prompt" in obj, "messages" in obj
+    if not has_prompt and not has_messages:
+        return "neither 'prompt' (completions API) nor 'messages' (chat API) is given"
+    if has_prompt and has_messages:
+        return "both 'prompt' and 'messages' are given; keep one"
+    if has_prompt and (not isinstance(obj["prompt"], str) or not obj["prompt"]):
+        return "'prompt' must be a non-empty string"
+    if has_messages and (problem := _check_messages(obj["messages"])):
+        return problem
+    for name in ("max_tokens", "output_tokens"):
+        if name in obj and not (_is_int(obj[name]) and obj[name] > 0):
+            return f"'{name}' must be a positive integer, got {obj[name]!r}"
+    if "seed" in obj and not (_is_int(obj["seed"]) and obj["seed"] >= 0):
+        return f"'seed' must be a non-negative integer, got {obj['seed']!r}"
+    if "temperature" in obj and not (_is_number(obj["temperature"]) and obj["temperature"] >= 0):
+        return f"'temperature' must be a number >= 0, got {obj['temperature']!r}"
+    if "top_p" in obj and not (_is_number(obj["top_p"]) and 0 < obj["top_p"] <= 1):
+        return f"'top_p' must be a number in (0, 1], got {obj['top_p']!r}"
+    if "arrival_s" in obj and not (_is_number(obj["arrival_s"]) and obj["arrival_s"] >= 0):
+        return f"'arrival_s' must be a number of seconds >= 0, got {obj['arrival_s']!r}"
+    if "id" in obj and not (isinstance(obj["id"], str) or _is_int(obj["id"])):
+        return f"'id' must be a string or an integer, got {obj['id']!r}"
+    if "type" in obj and not isinstance(obj["type"], str):
+        return f"'type' must be a string, got {obj['type']!r}"
+    return None
+
+
+def _to_request(line: int, obj: dict[str, Any]) -> Request:
+    return Request(
+        line=line,
+        prompt=obj.get("prompt"),
+        messages=tuple(obj["messages"]) if "messages" in obj else None,
+        max_tokens=obj.get("max_tokens"),
+        temperature=obj.get("temperature"),
+        top_p=obj.get("top_p"),
+        seed=obj.get("seed"),
+        arrival_s=float(obj["arrival_s"]) if "arrival_s" in obj else None,
+        id=str(obj["id"]) if "id" in obj else None,
+        output_tokens=obj.get("output_tokens"),
+    )
+
+
+def load_workload(path: str | Path, workload_type: str | None = None) -> Workload:
+    """Read a JSONL workload. Raises WorkloadError listing every bad line (up to MAX_PROBLEMS).
+
+    The workload type is ``workload_type`` when given, else the file name stem
+    (``code.jsonl`` -> ``code``).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise WorkloadError([f"{path}: no such file; pass the path of a JSONL workload"]) from None
+    except IsADirectoryError:
+        raise WorkloadError([f"{path}: is a folder; pass the path of a JSONL workload file"]) from None
+    except UnicodeDecodeError as exc:
+        raise WorkloadError([f"{path}: not UTF-8 text ({exc.reason}); save it as UTF-8"]) from None
+    except OSError as exc:
+        raise WorkloadError([f"{path}: cannot be read ({exc.strerror}); check its permissions"]) from None
+
+    problems: list[str] = []
+    requests: list[Request] = []
+    last_arrival: tuple[int, float] | None = None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{path}:{number}: invalid JSON ({exc.msg} at column {exc.colno})")
+            continue
+        if not isinstance(obj, dict):
+            problems.append(f"{path}:{number}: each line must be a JSON object, got {type(obj).__name__}")
+            continue
+        if problem := _check_fields(obj):
+            problems.append(f"{path}:{number}: {problem}")
+            continue
+        request = _to_request(number, obj)
+        if request.arrival_s is not None:
+            if last_arrival is not None and request.arrival_s < last_arrival[1]:
+                problems.append(
+                    f"{path}:{number}: 'arrival_s' {request.arrival_s} is before {last_arrival[1]} "
+                    f"on line {last_arrival[0]}; arrivals must not decrease"
+                )
+            last_arrival = (number, request.arrival_s)
+        requests.append(request)
+
+    if not problems and not requests:
+        problems.append(f"{path}:1: the workload is empty; write one JSON request per line")
+    if problems:
+        if len(problems) > MAX_PROBLEMS:
+            problems = problems[:MAX_PROBLEMS] + [f"{path}: ... and {len(problems) - MAX_PROBLEMS} more"]
+        raise WorkloadError(problems)
+    return Workload(path=path, type=workload_type or path.stem, requests=tuple(requests))
