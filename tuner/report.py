@@ -24,16 +24,23 @@ class MeasureProgress:
         self._failed = 0
 
     def __enter__(self) -> MeasureProgress:
-        self._progress.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._progress.stop()
+        if self._progress.live.is_started:
+            self._progress.stop()
+
+    def _show(self) -> None:
+        # Started on first use, so an error raised before any work prints alone.
+        if not self._progress.live.is_started:
+            self._progress.start()
 
     def phase(self, description: str) -> None:
+        self._show()
         self._progress.log(description)
 
     def start_replay(self, description: str, total: int) -> None:
+        self._show()
         self._failed = 0
         self._task = self._progress.add_task(description, total=total, failed=0)
 

@@ -124,6 +124,7 @@ def measure_config(
     progress = progress or NoProgress()
     started_at = _now()
     server = VllmServer(model, spec, settings.server)
+    server.checked_command()  # a bad --server-cmd fails before anything is shown or started
     progress.phase(f"starting vLLM ({server.label}), log {settings.server.log_dir}")
     with server:
         progress.phase(f"server ready in {server.startup_s:.0f} s")

@@ -8,14 +8,16 @@ from pathlib import Path
 TAIL_LINES = 400
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # "(EngineCore pid=12) ERROR 11-30 06:10:03 [core.py:123] " and the like, in front of the message.
-_PREFIX = re.compile(r"^(\(\w+(?: pid=\d+)?\)\s+)?([A-Z]+ \d\d-\d\d [\d:.]+ \[[^\]]+\]\s*)?")
+_PREFIX = re.compile(r"^(\(\w+(?: pid=\d+)?\) ?)?([A-Z]+ \d\d-\d\d [\d:.]+ \[[^\]]+\] ?)?")
 _ERROR = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
+_PYDANTIC_TYPE = re.compile(r"\s*\[type=[^\]]*\]")
 # Wrappers that only point at the real cause printed above them.
 _WRAPPERS = ("Engine core initialization failed", "See root cause above", "EngineDeadError")
 
 
-def _clean(line: str) -> str:
-    return _PREFIX.sub("", _ANSI.sub("", line).rstrip()).strip()
+def _strip(line: str) -> str:
+    """The message part of a log line, indentation kept."""
+    return _PREFIX.sub("", _ANSI.sub("", line.rstrip("\n")), count=1).rstrip()
 
 
 def read_tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
@@ -26,6 +28,21 @@ def read_tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
         return []
 
 
+def _pydantic_detail(header: str, following: list[str]) -> str:
+    """'1 validation error for X' + 'field' + '  message [type=...]' -> 'X: field: message'."""
+    model = header.rsplit(" for ", 1)[-1]
+    location = None
+    for line in following:
+        if not line.strip() or line.strip().startswith("For further"):
+            continue
+        if not line.startswith((" ", "\t")):
+            location = line.strip()
+            continue
+        message = _PYDANTIC_TYPE.sub("", line.strip()).removeprefix("Value error, ")
+        return f"{model}: {location}: {message}" if location else f"{model}: {message}"
+    return header
+
+
 def failure_cause(log_lines: list[str]) -> str | None:
     """The root error of a failed start: the first ``SomeError: message`` that is not a wrapper.
 
@@ -33,14 +50,13 @@ def failure_cause(log_lines: list[str]) -> str | None:
     "Engine core initialization failed. See root cause above." line, so the first match wins.
     Pydantic validation errors put the useful text on the lines after the error line.
     """
-    cleaned = [_clean(line) for line in log_lines]
-    for index, line in enumerate(cleaned):
-        match = _ERROR.match(line)
+    lines = [_strip(line) for line in log_lines]
+    for index, line in enumerate(lines):
+        match = _ERROR.match(line.strip())
         if not match or any(w in line for w in _WRAPPERS):
             continue
         name, message = match.groups()
         if name == "ValidationError":
-            details = [ln for ln in cleaned[index + 1:index + 4] if ln and not ln.startswith("For further")]
-            message = " ".join([message, *details])
+            message = _pydantic_detail(message, lines[index + 1:index + 6])
         return f"{name}: {message}"
     return None

@@ -121,12 +121,17 @@ class VllmServer:
             argv += ["--speculative-config", self.spec.to_json()]
         return argv + list(self.options.server_args)
 
-    def start(self) -> None:
-        """Start the server and return once ``GET /health`` answers 200."""
+    def checked_command(self) -> list[str]:
+        """The command line, after checking that its program exists (a UsageError if not)."""
         argv = self.command()
         if shutil.which(argv[0]) is None and not Path(argv[0]).exists():
             raise UsageError(f"the server command '{argv[0]}' was not found; install vLLM "
                              f"or set --server-cmd / {SERVER_CMD_ENV}")
+        return argv
+
+    def start(self) -> None:
+        """Start the server and return once ``GET /health`` answers 200."""
+        argv = self.checked_command()
         self.log_path = self._new_log_path()
         started = time.monotonic()
         with self.log_path.open("wb") as log:

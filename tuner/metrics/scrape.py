@@ -45,13 +45,14 @@ def parse_counters(text: str) -> SpecCounters:
                     totals[sample.name] += sample.value
     except (ValueError, KeyError) as exc:
         raise MetricsError(f"the server's /metrics text could not be parsed ({exc})") from None
+    spec_present = DRAFTS in totals  # read before the defaultdict lookups below add the key
     return SpecCounters(
         drafts=totals[DRAFTS],
         draft_tokens=totals[DRAFT_TOKENS],
         accepted=totals[ACCEPTED],
         accepted_per_pos=dict(per_pos),
         generation_tokens=totals[GENERATION_TOKENS],
-        spec_present=DRAFTS in totals,
+        spec_present=spec_present,
     )
 
 

@@ -170,11 +170,12 @@ async def _replay(
     base_url: str, model: str, requests: Sequence[Request], load: LoadSpec,
     request_timeout_s: float, default_max_tokens: int,
     on_result: Callable[[RequestResult], None] | None,
+    transport: httpx.AsyncBaseTransport | None,
 ) -> tuple[list[RequestResult], float]:
     results: list[RequestResult | None] = [None] * len(requests)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     timeout = httpx.Timeout(request_timeout_s, connect=30.0)
-    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+    async with httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport) as client:
         t0 = time.perf_counter()
 
         async def run(index: int) -> None:
@@ -206,7 +207,11 @@ def replay(
     base_url: str, model: str, requests: Sequence[Request], load: LoadSpec, *,
     request_timeout_s: float = 600.0, default_max_tokens: int = 128,
     on_result: Callable[[RequestResult], None] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> tuple[list[RequestResult], float]:
-    """Send ``requests`` with the given load; returns every request's result and the wall time."""
+    """Send ``requests`` with the given load; returns every request's result and the wall time.
+
+    ``transport`` replaces the network (httpx.MockTransport) in unit tests of this room.
+    """
     return asyncio.run(_replay(base_url, model, requests, load, request_timeout_s,
-                               default_max_tokens, on_result))
+                               default_max_tokens, on_result, transport))

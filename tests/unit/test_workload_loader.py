@@ -1,0 +1,107 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from tuner.errors import WorkloadError
+from tuner.workload import load_workload
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path: Path, *lines: str, name: str = "w.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def problems(path: Path) -> list[str]:
+    with pytest.raises(WorkloadError) as info:
+        load_workload(path)
+    return info.value.problems
+
+
+def test_loads_prompt_and_messages_and_takes_type_from_stem(tmp_path):
+    path = write(
+        tmp_path,
+        json.dumps({"prompt": "def f():", "max_tokens": 8, "arrival_s": 0, "id": 7}),
+        "",
+        json.dumps({"messages": [{"role": "user", "content": "hi"}], "arrival_s": 0.5,
+                    "temperature": 0, "top_p": 1, "seed": 3, "output_tokens": 12}),
+        name="code.jsonl",
+    )
+    workload = load_workload(path)
+    assert workload.type == "code"
+    assert [r.line for r in workload.requests] == [1, 3]
+    first, second = workload.requests
+    assert first.prompt == "def f():" and not first.is_chat and first.id == "7"
+    assert second.is_chat and second.output_tokens == 12 and second.arrival_s == 0.5
+    assert workload.has_arrivals
+    assert load_workload(path, "refactor").type == "refactor"
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ('{"prompt": "x"', "invalid JSON"),
+        ('["prompt"]', "must be a JSON object"),
+        ('{"max_tokens": 3}', "neither 'prompt'"),
+        ('{"prompt": "a", "messages": [{"role": "user", "content": "b"}]}', "both 'prompt' and 'messages'"),
+        ('{"prompt": 5}', "'prompt' must be a non-empty string"),
+        ('{"messages": []}', "'messages' must be a non-empty list"),
+        ('{"messages": [{"role": "user"}]}', "'messages[0].content' must be a string"),
+        ('{"prompt": "a", "max_tokens": "8"}', "'max_tokens' must be a positive integer"),
+        ('{"prompt": "a", "max_tokens": true}', "'max_tokens' must be a positive integer"),
+        ('{"prompt": "a", "output_tokens": 0}', "'output_tokens' must be a positive integer"),
+        ('{"prompt": "a", "temperature": -1}', "'temperature' must be a number >= 0"),
+        ('{"prompt": "a", "top_p": 1.5}', "'top_p' must be a number in (0, 1]"),
+        ('{"prompt": "a", "seed": -2}', "'seed' must be a non-negative integer"),
+        ('{"prompt": "a", "arrival_s": -0.1}', "'arrival_s' must be a number of seconds >= 0"),
+        ('{"prompt": "a", "arrival_s": "soon"}', "'arrival_s' must be a number"),
+        ('{"prompt": "a", "id": [1]}', "'id' must be a string or an integer"),
+        ('{"prompt": "a", "max_token": 3}', "unknown field 'max_token'"),
+    ],
+)
+def test_each_bad_line_is_reported_with_file_and_line(tmp_path, line, reason):
+    path = write(tmp_path, '{"prompt": "fine"}', line)
+    (problem,) = problems(path)
+    assert problem.startswith(f"{path}:2: ")
+    assert reason in problem
+
+
+def test_decreasing_arrival_names_both_lines(tmp_path):
+    path = write(tmp_path, '{"prompt": "a", "arrival_s": 2}', '{"prompt": "b", "arrival_s": 1}')
+    (problem,) = problems(path)
+    assert problem.startswith(f"{path}:2: ")
+    assert "before 2.0 on line 1" in problem
+
+
+def test_every_bad_line_is_listed(tmp_path):
+    path = write(tmp_path, "{", '{"prompt": "ok"}', "nope", '{"messages": 1}')
+    found = problems(path)
+    assert [p.split(": ")[0] for p in found] == [f"{path}:1", f"{path}:3", f"{path}:4"]
+
+
+def test_empty_file(tmp_path):
+    path = write(tmp_path, "", "  ")
+    assert problems(path) == [f"{path}:1: the workload is empty; write one JSON request per line"]
+
+
+def test_missing_file_and_folder(tmp_path):
+    assert "no such file" in problems(tmp_path / "missing.jsonl")[0]
+    assert "is a folder" in problems(tmp_path)[0]
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "bin.jsonl"
+    path.write_bytes(b'{"prompt": "\xff\xfe"}\n')
+    assert "not UTF-8" in problems(path)[0]
+
+
+@pytest.mark.parametrize("name", ["code", "chat"])
+def test_shipped_workloads_load(name):
+    workload = load_workload(ROOT / "workloads" / f"{name}.jsonl")
+    assert workload.type == name
+    assert len(workload) >= 40
+    assert workload.has_arrivals
+    assert all(r.is_chat for r in workload.requests) == (name == "chat")
