@@ -73,8 +73,11 @@ def train_tokenizer(texts: list[str], out: Path):
     return fast
 
 
-def train_model(name: str, tokens, out: Path, eos_id: int) -> None:
+def train_model(name: str, tokens, out: Path, eos_id: int, teacher=None):
+    """Train one model for its time budget. With a ``teacher``, the model is distilled from the
+    teacher's next-token distribution, so that it proposes what the target would say."""
     import torch
+    import torch.nn.functional as F
     from transformers import LlamaConfig, LlamaForCausalLM
 
     layers, hidden, heads, intermediate, seconds = MODELS[name]
@@ -95,7 +98,14 @@ def train_model(name: str, tokens, out: Path, eos_id: int) -> None:
     while time.monotonic() - started < seconds:
         starts = torch.randint(0, len(tokens) - SEQ_LEN - 1, (batch,), generator=generator)
         x = torch.stack([tokens[s:s + SEQ_LEN] for s in starts])
-        loss = model(input_ids=x, labels=x).loss
+        if teacher is None:
+            loss = model(input_ids=x, labels=x).loss
+        else:
+            with torch.no_grad():
+                target_logp = F.log_softmax(teacher(input_ids=x).logits, dim=-1)
+            logp = F.log_softmax(model(input_ids=x).logits, dim=-1)
+            loss = F.kl_div(logp.flatten(0, 1), target_logp.flatten(0, 1), log_target=True,
+                            reduction="batchmean")
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -103,7 +113,9 @@ def train_model(name: str, tokens, out: Path, eos_id: int) -> None:
         if step % 50 == 0:
             print(f"  {name}: step {step}, loss {loss.item():.2f}", flush=True)
     print(f"  {name}: {step} steps in {time.monotonic() - started:.0f} s, loss {loss.item():.2f}")
+    model.eval()
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    return model.float()
 
 
 def main() -> int:
@@ -134,10 +146,10 @@ def main() -> int:
     share = min(len(code_ids), len(prose_ids))
     tokens = torch.tensor(code_ids[:share] + prose_ids[:share], dtype=torch.long)
     print(f"training on {len(tokens)} tokens")
+    target = train_model("target", tokens, args.out / "target", tokenizer.eos_token_id)
+    train_model("draft", tokens, args.out / "draft", tokenizer.eos_token_id, teacher=target)
     for name in MODELS:
-        model_dir = args.out / name
-        train_model(name, tokens, model_dir, tokenizer.eos_token_id)
-        tokenizer.save_pretrained(model_dir)
+        tokenizer.save_pretrained(args.out / name)
     stamp.write_text(fingerprint + "\n")
     info = {name: str((args.out / name).resolve()) for name in MODELS}
     print(json.dumps(info))
