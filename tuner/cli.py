@@ -10,15 +10,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
+import optuna
 import typer
 from rich.console import Console
 
 from tuner.engine import ServerOptions, SpecConfig
 from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
-from tuner.report import MeasureProgress, measurement_table
+from tuner.report import (MeasureProgress, StudyProgressView, answer_dict, answer_text,
+                          measurement_table, trials_table)
 from tuner.trial import MeasureSettings, measure_config
 from tuner.workload import load_workload
+
+db_app = typer.Typer(help="The results database.", no_args_is_help=True)
 
 app = typer.Typer(
     help="Find the fastest vLLM speculative-decoding configuration for your model and traffic.",
@@ -26,6 +30,9 @@ app = typer.Typer(
 )
 console = Console()
 err_console = Console(stderr=True)
+
+
+app.add_typer(db_app, name="db")
 
 
 @app.callback()
@@ -108,6 +115,121 @@ def measure(
             print(json.dumps(result.to_dict(), indent=2))
         else:
             console.print(measurement_table(result))
+
+
+@app.command()
+def optimize(
+    workload: Annotated[Path, typer.Option(help="JSONL workload to replay.")],
+    model: Annotated[str, typer.Option(help="Target model (path or hub name) for vLLM.")],
+    workload_type: Annotated[Optional[str], typer.Option(
+        "--type", help="Workload type; default: the file name stem.")] = None,
+    method: Annotated[Optional[list[str]], typer.Option(
+        help="Method to try, repeatable (default: ngram). The baseline is always measured.")] = None,
+    draft: Annotated[Optional[list[str]], typer.Option(
+        help="Draft checkpoint, repeatable: PATH (for the one method taking drafts) or METHOD=PATH.")] = None,
+    k: Annotated[Optional[str], typer.Option("--k", help="k values: 1-8 or 2,4,6 (default 1-5).")] = None,
+    ngram_lookup: Annotated[Optional[list[str]], typer.Option(
+        help="ngram prompt_lookup MIN-MAX, repeatable (default 2-4).")] = None,
+    study_file: Annotated[Optional[Path], typer.Option(
+        "--study", help="TOML study file with the space, server args and load (flags override it).")] = None,
+    trials: Annotated[Optional[int], typer.Option(help="Configurations to measure, baseline included (default 20).")] = None,
+    noise: Annotated[Optional[float], typer.Option(
+        help="A winner must beat the baseline by more than this fraction (default 0.05).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the sampler and of Poisson arrivals.")] = 0,
+    db: Annotated[Optional[str], typer.Option(help="Results database URL (env TUNER_DB; default sqlite:///tuner.db).")] = None,
+    load: Annotated[Optional[str], typer.Option(help="concurrency, rate or trace.")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(help="Clients in the closed loop (default 1).")] = None,
+    rate: Annotated[Optional[float], typer.Option(help="Requests per second for --load rate.")] = None,
+    time_scale: Annotated[Optional[float], typer.Option(help="Multiplies captured gaps for --load trace.")] = None,
+    warmup: Annotated[int, typer.Option(help="Requests sent first and not measured.")] = 2,
+    max_tokens: Annotated[int, typer.Option(help="Output length for requests that give none.")] = 128,
+    request_timeout: Annotated[float, typer.Option(help="Seconds before a request counts as failed.")] = 600.0,
+    server_cmd: Annotated[Optional[str], typer.Option(help="Server command template with {model}.")] = None,
+    server_arg: Annotated[Optional[list[str]], typer.Option(help="Extra server argument, repeatable.")] = None,
+    start_timeout: Annotated[float, typer.Option(help="Seconds to wait for /health.")] = 900.0,
+    log_dir: Annotated[Path, typer.Option(help="Where server logs go.")] = Path(".tuner/logs"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+) -> None:
+    """Search (method, draft, k) with an Optuna study; every trial is a real measurement."""
+    from tuner.search import OptimizeSettings, SearchSpace, drafts_by_method, optimize as run_study, parse_ks
+    from tuner.search.checks import check_space
+    from tuner.search.space import DEFAULT_KS, load_study_file, parse_lookup
+    from tuner.store import ResultStore, database_url, open_database
+
+    with user_errors():
+        study = load_study_file(study_file) if study_file else {}
+        space_cfg, server_cfg, load_cfg = (study.get(x, {}) for x in ("space", "server", "load"))
+        methods = tuple(method or space_cfg.get("methods") or ("ngram",))
+        k_text = k or (str(space_cfg["k"]) if "k" in space_cfg else None)
+        ks = parse_ks(k_text.strip("[]")) if k_text else DEFAULT_KS
+        drafts = drafts_by_method(methods, list(draft)) if draft else {
+            m: tuple(d) for m, d in space_cfg.get("drafts", {}).items()}
+        lookups = tuple(parse_lookup(x) for x in (ngram_lookup or space_cfg.get("ngram_lookup") or ["2-4"]))
+        space = SearchSpace(methods=methods, ks=ks, drafts=drafts, ngram_lookup=lookups,
+                            fixed_k=dict(space_cfg.get("fixed_k", {})))
+        loaded = load_workload(workload, workload_type)
+        settings = MeasureSettings(
+            load=LoadSpec(load or load_cfg.get("mode", "concurrency"),  # type: ignore[arg-type]
+                          concurrency or load_cfg.get("concurrency", 1), rate or load_cfg.get("rate"),
+                          time_scale or load_cfg.get("time_scale", 1.0), seed),
+            warmup=warmup, request_timeout_s=request_timeout, default_max_tokens=max_tokens,
+            server=ServerOptions(server_cmd=server_cmd or server_cfg.get("cmd"),
+                                 server_args=list(server_arg or server_cfg.get("args", [])),
+                                 start_timeout_s=start_timeout, log_dir=log_dir),
+        )
+        options = OptimizeSettings(trials=trials or study.get("trials", 20),
+                                   noise=noise if noise is not None else study.get("noise", 0.05), seed=seed)
+        check_space(space, model)
+        url = database_url(db)
+        engine = open_database(url)
+        storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}}
+                                             if url.startswith("sqlite") else {})
+        store = ResultStore(engine)
+        with StudyProgressView(err_console) as progress:
+            answer = run_study(model, loaded, space, settings, store, storage, options, progress)
+        rows = store.trials(study_name=answer.study_name)
+        if as_json:
+            print(json.dumps(answer_dict(answer), indent=2))
+        else:
+            console.print(trials_table(rows, answer))
+            console.print(answer_text(answer), highlight=False, soft_wrap=True)
+
+
+@app.command()
+def best(
+    model: Annotated[Optional[str], typer.Option(help="Only this model.")] = None,
+    workload_type: Annotated[Optional[str], typer.Option("--workload-type", help="Only this workload type.")] = None,
+    noise: Annotated[float, typer.Option(help="Noise margin a winner must beat.")] = 0.05,
+    db: Annotated[Optional[str], typer.Option(help="Results database URL.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """The best configuration per (model, workload type) across all studies in the database."""
+    from tuner.search import best_per_model_workload
+    from tuner.store import ResultStore, open_database
+
+    with user_errors():
+        store = ResultStore(open_database(db))
+        answers = best_per_model_workload(store.trials(model=model, workload_type=workload_type), noise)
+        if as_json:
+            print(json.dumps([answer_dict(a) for a in answers], indent=2))
+            return
+        if not answers:
+            err_console.print("no completed study matches; run `tuner optimize` first")
+            raise typer.Exit(1)
+        for answer in answers:
+            console.print(answer_text(answer), highlight=False, soft_wrap=True)
+            console.print()
+
+
+@db_app.command("upgrade")
+def db_upgrade(db: Annotated[Optional[str], typer.Option(help="Results database URL.")] = None) -> None:
+    """Create the results schema, or bring it up to date."""
+    from tuner.store import database_url, upgrade
+
+    with user_errors():
+        url = database_url(db)
+        upgrade(url)
+        console.print(f"{url}: schema up to date")
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -7,6 +7,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from tuner.replay import Percentiles, RequestResult
+from tuner.search import Answer
+from tuner.store import TrialRow
 from tuner.trial import Measurement
 
 
@@ -82,3 +84,75 @@ def measurement_table(m: Measurement) -> Table:
     for error in s.errors:
         table.add_row("[red]error[/]", error)
     return table
+
+
+class StudyProgressView(MeasureProgress):
+    """Progress of a study: a line per trial as it starts, a row per trial as it ends."""
+
+    def trial_started(self, number: int, label: str, done: int, budget: int) -> None:
+        self._show()
+        self._progress.log(f"[bold]trial {number}[/] ({done + 1}/{budget}): {label}")
+
+    def trial_finished(self, row: TrialRow) -> None:
+        self._show()
+        if row.status == "complete":
+            acc = f", acceptance length {row.mean_acceptance_length:.2f}" if row.mean_acceptance_length else ""
+            self._progress.log(f"  [green]done[/] {row.label}: {row.tokens_per_s:.1f} tok/s{acc}")
+        else:
+            self._progress.log(f"  [red]{row.status}[/] {row.label}: {row.failure_cause}")
+
+
+def trials_table(rows: list[TrialRow], answer: Answer | None = None) -> Table:
+    table = Table(title=rows[0].study_name if rows else "trials", title_justify="left")
+    for column in ("#", "config", "status", "tok/s", "vs baseline", "TPOT p50 ms", "acc. rate",
+                   "acc. length", "per position"):
+        table.add_column(column, justify="left" if column in ("config", "status") else "right")
+    base = answer.baseline.tokens_per_s if answer else None
+    for r in rows:
+        ratio = f"{r.tokens_per_s / base:.2f}x" if base and r.tokens_per_s else "-"
+        table.add_row(
+            str(r.optuna_trial_number), r.label, r.status if r.status == "complete" else f"[red]{r.status}[/]",
+            f"{r.tokens_per_s:.1f}" if r.tokens_per_s else "-", ratio,
+            f"{r.tpot_p50_s * 1000:.2f}" if r.tpot_p50_s else "-",
+            f"{r.acceptance_rate:.3f}" if r.acceptance_rate is not None else "-",
+            f"{r.mean_acceptance_length:.2f}" if r.mean_acceptance_length else "-",
+            " ".join(f"{p:.2f}" for p in r.per_position) if r.per_position else "-",
+        )
+    return table
+
+
+def answer_text(answer: Answer) -> str:
+    lines = [f"[bold]{answer.model} | {answer.workload_type} | {answer.load}[/]",
+             f"[bold green]{answer.verdict}[/]" if not answer.keep_speculation_off
+             else f"[bold yellow]{answer.verdict}[/]",
+             f"baseline: {answer.baseline.tokens_per_s:.1f} tok/s"]
+    if answer.best is not None:
+        best = answer.best
+        lines.append(f"best speculative: {best.label}: {best.tokens_per_s:.1f} tok/s"
+                     + (f", acceptance rate {best.acceptance_rate:.3f}, acceptance length "
+                        f"{best.mean_acceptance_length:.2f}" if best.acceptance_rate is not None else ""))
+        if answer.tpot_change is not None:
+            lines.append(f"TPOT p50 change: {answer.tpot_change:+.1%}")
+    lines.append(f"measured {answer.winner.finished_at:%Y-%m-%d %H:%M} on {answer.winner.host}, "
+                 f"vLLM {answer.winner.vllm_version or '?'}")
+    lines.append("deploy with:")
+    lines.append(f"  {answer.serve_command()}")
+    return "\n".join(lines)
+
+
+def answer_dict(answer: Answer) -> dict:
+    def row(r: TrialRow | None) -> dict | None:
+        if r is None:
+            return None
+        return {"label": r.label, "config": r.config, "tokens_per_s": r.tokens_per_s,
+                "tpot_p50_s": r.tpot_p50_s, "ttft_p50_s": r.ttft_p50_s,
+                "acceptance_rate": r.acceptance_rate, "mean_acceptance_length": r.mean_acceptance_length,
+                "per_position": r.per_position, "trial": r.optuna_trial_number,
+                "finished_at": r.finished_at.isoformat() if r.finished_at else None,
+                "vllm_version": r.vllm_version, "host": r.host}
+
+    return {"model": answer.model, "workload_type": answer.workload_type, "load": answer.load,
+            "study": answer.study_name, "keep_speculation_off": answer.keep_speculation_off,
+            "speedup": answer.speedup, "tpot_change": answer.tpot_change, "noise": answer.noise,
+            "verdict": answer.verdict, "winner": row(answer.winner), "best_speculative": row(answer.best),
+            "baseline": row(answer.baseline), "serve_command": answer.serve_command()}

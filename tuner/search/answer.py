@@ -1,0 +1,93 @@
+"""Naming the winner of a study: the fastest configuration, if it beats the baseline by more
+than the measurement noise; otherwise the answer is to keep speculation off."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tuner.errors import TunerError
+from tuner.store import TrialRow
+
+DEFAULT_NOISE = 0.05  # run-to-run spread seen on a shared 2-core machine; repeats will measure it
+
+
+@dataclass(frozen=True)
+class Answer:
+    study_name: str
+    model: str
+    workload_type: str
+    load: str
+    baseline: TrialRow
+    best: TrialRow | None  # the fastest speculative config, winning or not
+    noise: float
+
+    @property
+    def speedup(self) -> float | None:
+        if self.best is None or not self.baseline.tokens_per_s:
+            return None
+        return self.best.tokens_per_s / self.baseline.tokens_per_s
+
+    @property
+    def keep_speculation_off(self) -> bool:
+        return self.speedup is None or self.speedup <= 1.0 + self.noise
+
+    @property
+    def winner(self) -> TrialRow:
+        return self.baseline if self.keep_speculation_off else self.best
+
+    @property
+    def tpot_change(self) -> float | None:
+        """Relative change of median TPOT of the best config against the baseline (-0.2 = 20 % less)."""
+        if self.best is None or not self.best.tpot_p50_s or not self.baseline.tpot_p50_s:
+            return None
+        return self.best.tpot_p50_s / self.baseline.tpot_p50_s - 1.0
+
+    def serve_command(self) -> str:
+        argv = ["vllm", "serve", self.model]
+        if not self.keep_speculation_off:
+            argv += ["--speculative-config", json.dumps(self.best.config, sort_keys=True)]
+        return shlex.join(argv + list(self.winner.server_args))
+
+    @property
+    def verdict(self) -> str:
+        if self.best is None:
+            return "keep speculation off: no speculative configuration completed"
+        if self.keep_speculation_off:
+            return (f"keep speculation off: the best, {self.best.label}, gives {self.speedup:.2f}x the "
+                    f"baseline's tokens/s, within the {self.noise:.0%} noise margin")
+        return f"{self.best.label}: {self.speedup:.2f}x the baseline's output tokens/s"
+
+
+def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE) -> Answer:
+    """The answer for one study's trials."""
+    done = [t for t in trials if t.status == "complete" and t.tokens_per_s is not None]
+    baselines = [t for t in done if t.config is None]
+    if not baselines:
+        name = trials[0].study_name if trials else "this study"
+        raise TunerError(f"{name} has no completed baseline, so no speedup can be computed; "
+                         "rerun the study to measure it")
+    baseline = baselines[-1]
+    spec = [t for t in done if t.config is not None]
+    best = max(spec, key=lambda t: t.tokens_per_s) if spec else None
+    return Answer(baseline.study_name, baseline.model, baseline.workload_type, baseline.load,
+                  baseline, best, noise)
+
+
+def best_per_model_workload(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE) -> list[Answer]:
+    """Per (model, workload type), the study whose answer has the highest speedup over its own baseline."""
+    by_study: dict[str, list[TrialRow]] = {}
+    for t in trials:
+        by_study.setdefault(t.study_name, []).append(t)
+    best: dict[tuple[str, str], Answer] = {}
+    for study_trials in by_study.values():
+        try:
+            answer = choose(study_trials, noise)
+        except TunerError:
+            continue
+        key = (answer.model, answer.workload_type)
+        if key not in best or (answer.speedup or 0) > (best[key].speedup or 0):
+            best[key] = answer
+    return [best[k] for k in sorted(best)]

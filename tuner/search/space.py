@@ -1,0 +1,162 @@
+"""The search space: which (method, draft, k, method fields) configurations a study may try.
+
+Each configuration is a set of Optuna parameters with a conditional structure: ``method`` first
+("off" is the no-speculation baseline), then ``<method>.draft`` where the method takes a
+checkpoint, ``<method>.k`` where k is swept, and ``ngram.lookup`` for ngram.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from tuner.engine import SpecConfig
+from tuner.engine.spec_config import NEEDS_DRAFT
+from tuner.errors import UsageError
+
+BASELINE = "off"
+# Block drafters: k is the checkpoint's trained block size, not a free knob.
+FIXED_K = frozenset({"dflash", "dspark"})
+DEFAULT_KS = (1, 2, 3, 4, 5)
+DEFAULT_NGRAM_LOOKUP = ((2, 4),)  # vLLM's own default (5, 5) rarely matches in short prompts
+
+
+def parse_ks(text: str) -> tuple[int, ...]:
+    """'1-8' or '2,4,6' (or a mix: '1-3,6') -> sorted distinct ks."""
+    ks: set[int] = set()
+    try:
+        for part in text.replace(" ", "").split(","):
+            if "-" in part:
+                low, high = (int(x) for x in part.split("-", 1))
+                ks.update(range(low, high + 1))
+            elif part:
+                ks.add(int(part))
+    except ValueError:
+        raise UsageError(f"--k {text!r} is not a k range; write it like 1-8 or 2,4,6") from None
+    if not ks or min(ks) < 1:
+        raise UsageError(f"--k {text!r} must name ks >= 1, like 1-8 or 2,4,6")
+    return tuple(sorted(ks))
+
+
+def parse_lookup(text: str) -> tuple[int, int]:
+    """'2-4' -> (prompt_lookup_min, prompt_lookup_max)."""
+    try:
+        low, high = (int(x) for x in text.split("-", 1))
+    except ValueError:
+        raise UsageError(f"ngram lookup {text!r} must be MIN-MAX, like 2-4") from None
+    if not 1 <= low <= high:
+        raise UsageError(f"ngram lookup {text!r} needs 1 <= MIN <= MAX")
+    return low, high
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One point of the space: Optuna params and the config they stand for (None = baseline)."""
+
+    params: dict[str, Any]
+    spec: SpecConfig | None
+
+    @property
+    def label(self) -> str:
+        return self.spec.label if self.spec else "baseline"
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    methods: tuple[str, ...] = ("ngram",)
+    ks: tuple[int, ...] = DEFAULT_KS
+    drafts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # method -> checkpoints
+    fixed_k: dict[str, int] = field(default_factory=dict)  # block drafters: method -> k
+    ngram_lookup: tuple[tuple[int, int], ...] = DEFAULT_NGRAM_LOOKUP
+
+    def __post_init__(self) -> None:
+        for method in self.methods:
+            if method in NEEDS_DRAFT and not self.drafts.get(method):
+                raise UsageError(f"method '{method}' needs a draft checkpoint: pass "
+                                 f"--draft {method}=PATH_OR_NAME (or --draft PATH with one such method)")
+            if method in FIXED_K and method not in self.fixed_k:
+                raise UsageError(f"method '{method}' has its k fixed by the checkpoint's block size: "
+                                 f"set it in the study file ([space.fixed_k] {method} = K)")
+        for method in self.drafts:
+            if method not in self.methods:
+                raise UsageError(f"--draft names method '{method}', which is not among --method")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"methods": list(self.methods), "ks": list(self.ks),
+                "drafts": {m: list(d) for m, d in self.drafts.items()},
+                "fixed_k": dict(self.fixed_k),
+                "ngram_lookup": [f"{lo}-{hi}" for lo, hi in self.ngram_lookup]}
+
+    def _ks(self, method: str) -> tuple[int, ...]:
+        return (self.fixed_k[method],) if method in FIXED_K else self.ks
+
+    def _spec(self, method: str, params: dict[str, Any]) -> SpecConfig:
+        extra: dict[str, Any] = {}
+        if method == "ngram":
+            low, high = parse_lookup(params["ngram.lookup"])
+            extra = {"prompt_lookup_min": low, "prompt_lookup_max": high}
+        return SpecConfig(method, params[f"{method}.k"], draft_model=params.get(f"{method}.draft"),
+                          extra=extra)
+
+    def candidates(self) -> list[Candidate]:
+        """Every configuration, baseline first, in a stable order."""
+        found = [Candidate({"method": BASELINE}, None)]
+        for method in self.methods:
+            drafts = self.drafts.get(method) or (None,)
+            lookups = [f"{lo}-{hi}" for lo, hi in self.ngram_lookup] if method == "ngram" else [None]
+            for draft in drafts:
+                for lookup in lookups:
+                    for k in self._ks(method):
+                        params: dict[str, Any] = {"method": method}
+                        if draft is not None:
+                            params[f"{method}.draft"] = draft
+                        if lookup is not None:
+                            params["ngram.lookup"] = lookup
+                        params[f"{method}.k"] = k
+                        found.append(Candidate(params, self._spec(method, params)))
+        return found
+
+    def suggest(self, trial: optuna.Trial) -> Candidate:
+        """Define-by-run: the same params as ``candidates``, drawn by the study's sampler."""
+        method = trial.suggest_categorical("method", [BASELINE, *self.methods])
+        if method == BASELINE:
+            return Candidate({"method": BASELINE}, None)
+        params: dict[str, Any] = {"method": method}
+        if self.drafts.get(method):
+            params[f"{method}.draft"] = trial.suggest_categorical(f"{method}.draft", list(self.drafts[method]))
+        if method == "ngram":
+            params["ngram.lookup"] = trial.suggest_categorical(
+                "ngram.lookup", [f"{lo}-{hi}" for lo, hi in self.ngram_lookup])
+        params[f"{method}.k"] = trial.suggest_categorical(f"{method}.k", list(self._ks(method)))
+        return Candidate(params, self._spec(method, params))
+
+
+def drafts_by_method(methods: tuple[str, ...], drafts: list[str]) -> dict[str, tuple[str, ...]]:
+    """``--draft PATH`` goes to the one method that takes drafts; ``--draft METHOD=PATH`` to METHOD."""
+    takers = [m for m in methods if m in NEEDS_DRAFT]
+    result: dict[str, list[str]] = {}
+    for draft in drafts:
+        method, sep, path = draft.partition("=")
+        if sep and method in (*NEEDS_DRAFT, *FIXED_K):
+            result.setdefault(method, []).append(path)
+        elif len(takers) == 1:
+            result.setdefault(takers[0], []).append(draft)
+        else:
+            raise UsageError(f"--draft {draft!r}: say which method it is for, like "
+                             f"--draft draft_model={draft} (methods taking drafts: {', '.join(takers) or 'none'})")
+    return {m: tuple(d) for m, d in result.items()}
+
+
+def load_study_file(path: Path) -> dict[str, Any]:
+    """Read a TOML study file; see README for its keys."""
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such study file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML ({exc})") from None

@@ -1,0 +1,88 @@
+"""Opening the results database: URL, SQLite settings, and the schema version check."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.exc import SQLAlchemyError
+
+from tuner.errors import TunerError, UsageError
+
+DB_ENV = "TUNER_DB"
+DEFAULT_DB = "sqlite:///tuner.db"
+VERSION_TABLE = "tuner_alembic_version"  # Optuna keeps its own alembic_version in the same database
+ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
+
+
+def database_url(url: str | None = None) -> str:
+    return url or os.environ.get(DB_ENV) or DEFAULT_DB
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    # WAL lets a reader (the dashboard) read while a study writes; the busy timeout makes a
+    # writer wait for a lock instead of failing at once.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def make_engine(url: str) -> Engine:
+    try:
+        engine = create_engine(url)
+    except (SQLAlchemyError, ValueError) as exc:
+        raise UsageError(f"cannot use the database URL {url!r} ({exc}); "
+                         "write it like sqlite:///tuner.db or postgresql://user@host/db") from None
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(ALEMBIC_DIR))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def head_revision() -> str:
+    return ScriptDirectory.from_config(alembic_config(DEFAULT_DB)).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+        return context.get_current_revision()
+
+
+def upgrade(url: str) -> None:
+    """Bring the schema to the newest revision (``tuner db upgrade`` / ``alembic upgrade head``)."""
+    try:
+        command.upgrade(alembic_config(url), "head")
+    except SQLAlchemyError as exc:
+        raise TunerError(f"upgrading the database {url} failed: {exc}") from None
+
+
+def open_database(url: str | None = None) -> Engine:
+    """An engine on an up-to-date schema. A new database is created; an old one is refused."""
+    url = database_url(url)
+    engine = make_engine(url)
+    try:
+        revision = current_revision(engine)
+        tuner_tables = [t for t in inspect(engine).get_table_names() if t.startswith("tuner_")]
+    except SQLAlchemyError as exc:
+        raise UsageError(f"cannot open the database {url} ({exc.__class__.__name__}: {exc.orig if hasattr(exc, 'orig') else exc}); "
+                         "check the URL and that the file's folder exists") from None
+    if revision is None and not tuner_tables:
+        upgrade(url)
+    elif revision != head_revision():
+        raise UsageError(f"the database {url} has schema revision {revision}, this tuner needs "
+                         f"{head_revision()}; run `tuner db upgrade --db {url}` first")
+    return engine

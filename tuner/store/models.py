@@ -1,0 +1,109 @@
+"""The results schema (SQLAlchemy 2.0 typed models). Tables are prefixed ``tuner_`` because
+Optuna's own tables (``studies``, ``trials``, ...) live in the same database."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class TargetModel(Base):
+    __tablename__ = "tuner_models"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(500), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class WorkloadRecord(Base):
+    __tablename__ = "tuner_workloads"
+    __table_args__ = (UniqueConstraint("type", "content_hash"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    type: Mapped[str] = mapped_column(String(100))
+    file_name: Mapped[str] = mapped_column(String(500))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    request_count: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class StudyRun(Base):
+    """One invocation of ``tuner optimize``; a resumed study gets a new run on the same Optuna study."""
+
+    __tablename__ = "tuner_study_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_name: Mapped[str] = mapped_column(String(500), index=True)  # the Optuna study
+    model_id: Mapped[int] = mapped_column(ForeignKey("tuner_models.id"))
+    workload_id: Mapped[int] = mapped_column(ForeignKey("tuner_workloads.id"))
+    space: Mapped[dict] = mapped_column(JSON)
+    load: Mapped[str] = mapped_column(String(200))
+    server_args: Mapped[list] = mapped_column(JSON)
+    vllm_version: Mapped[str | None] = mapped_column(String(100))
+    host: Mapped[str] = mapped_column(String(200))
+    gpu_name: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(20))  # running, finished, interrupted
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    model: Mapped[TargetModel] = relationship()
+    workload: Mapped[WorkloadRecord] = relationship()
+    trials: Mapped[list[TrialRecord]] = relationship(back_populates="study_run")
+
+
+class TrialRecord(Base):
+    __tablename__ = "tuner_trials"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_run_id: Mapped[int] = mapped_column(ForeignKey("tuner_study_runs.id"), index=True)
+    optuna_trial_number: Mapped[int] = mapped_column(Integer)
+    config: Mapped[dict | None] = mapped_column(JSON)  # vLLM speculative config; None = baseline
+    label: Mapped[str] = mapped_column(String(500))
+    status: Mapped[str] = mapped_column(String(20))  # running, complete, failed, interrupted
+    failure_cause: Mapped[str | None] = mapped_column(Text)
+    server_log_path: Mapped[str | None] = mapped_column(String(1000))
+    startup_s: Mapped[float | None] = mapped_column(Float)
+    replay_s: Mapped[float | None] = mapped_column(Float)
+    vllm_version: Mapped[str | None] = mapped_column(String(100))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    study_run: Mapped[StudyRun] = relationship(back_populates="trials")
+    metrics: Mapped[TrialMetrics | None] = relationship(back_populates="trial", uselist=False)
+
+
+class TrialMetrics(Base):
+    __tablename__ = "tuner_trial_metrics"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("tuner_trials.id"), unique=True)
+    output_tokens_per_s: Mapped[float] = mapped_column(Float)
+    requests_per_s: Mapped[float] = mapped_column(Float)
+    requests: Mapped[int] = mapped_column(Integer)
+    failed_requests: Mapped[int] = mapped_column(Integer)
+    output_tokens: Mapped[int] = mapped_column(Integer)
+    ttft_p50_s: Mapped[float | None] = mapped_column(Float)
+    ttft_p90_s: Mapped[float | None] = mapped_column(Float)
+    ttft_p99_s: Mapped[float | None] = mapped_column(Float)
+    tpot_p50_s: Mapped[float | None] = mapped_column(Float)
+    tpot_p90_s: Mapped[float | None] = mapped_column(Float)
+    tpot_p99_s: Mapped[float | None] = mapped_column(Float)
+    e2e_p50_s: Mapped[float | None] = mapped_column(Float)
+    e2e_p90_s: Mapped[float | None] = mapped_column(Float)
+    e2e_p99_s: Mapped[float | None] = mapped_column(Float)
+    errors: Mapped[list] = mapped_column(JSON)
+    acceptance_rate: Mapped[float | None] = mapped_column(Float)
+    mean_acceptance_length: Mapped[float | None] = mapped_column(Float)
+    per_position_acceptance: Mapped[list | None] = mapped_column(JSON)
+    drafts: Mapped[int | None] = mapped_column(Integer)
+    draft_tokens: Mapped[int | None] = mapped_column(Integer)
+    accepted_tokens: Mapped[int | None] = mapped_column(Integer)
+    server_generation_tokens: Mapped[int] = mapped_column(Integer)
+
+    trial: Mapped[TrialRecord] = relationship(back_populates="metrics")

@@ -1,0 +1,168 @@
+"""Writing measurements and reading them back; no decisions are made here."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session, selectinload
+
+from tuner.store.models import StudyRun, TargetModel, TrialMetrics, TrialRecord, WorkloadRecord
+from tuner.trial import Measurement
+from tuner.workload import Workload
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """A stored trial with its figures, detached from the session."""
+
+    study_name: str
+    model: str
+    workload_type: str
+    load: str
+    optuna_trial_number: int
+    config: dict[str, Any] | None
+    label: str
+    status: str
+    failure_cause: str | None
+    server_log_path: str | None
+    tokens_per_s: float | None
+    tpot_p50_s: float | None
+    ttft_p50_s: float | None
+    acceptance_rate: float | None
+    mean_acceptance_length: float | None
+    per_position: list[float] | None
+    finished_at: datetime | None
+    vllm_version: str | None
+    host: str
+    server_args: list[str]
+
+
+class ResultStore:
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def _get_or_add(self, session: Session, model_cls, where: dict, **values):
+        row = session.scalars(select(model_cls).filter_by(**where)).first()
+        if row is None:
+            row = model_cls(**where, **values, created_at=_now())
+            session.add(row)
+            session.flush()
+        return row
+
+    def start_run(self, *, study_name: str, model: str, workload: Workload, space: dict,
+                  load: str, server_args: list[str], host: str, gpu_name: str | None) -> int:
+        content_hash = hashlib.sha256(workload.path.read_bytes()).hexdigest()
+        with Session(self.engine) as session, session.begin():
+            model_row = self._get_or_add(session, TargetModel, {"name": model})
+            workload_row = self._get_or_add(
+                session, WorkloadRecord, {"type": workload.type, "content_hash": content_hash},
+                file_name=workload.path.name, request_count=len(workload))
+            run = StudyRun(study_name=study_name, model_id=model_row.id, workload_id=workload_row.id,
+                           space=space, load=load, server_args=server_args, vllm_version=None,
+                           host=host, gpu_name=gpu_name, status="running", started_at=_now())
+            session.add(run)
+            session.flush()
+            return run.id
+
+    def finish_run(self, run_id: int, status: str, vllm_version: str | None = None) -> None:
+        with Session(self.engine) as session, session.begin():
+            run = session.get(StudyRun, run_id)
+            run.status, run.finished_at = status, _now()
+            run.vllm_version = vllm_version or run.vllm_version
+
+    def start_trial(self, run_id: int, number: int, config: dict | None, label: str) -> int:
+        with Session(self.engine) as session, session.begin():
+            trial = TrialRecord(study_run_id=run_id, optuna_trial_number=number, config=config,
+                                label=label, status="running", started_at=_now())
+            session.add(trial)
+            session.flush()
+            return trial.id
+
+    def end_trial(self, trial_id: int, status: str, cause: str | None = None,
+                  log_path: str | None = None) -> None:
+        with Session(self.engine) as session, session.begin():
+            trial = session.get(TrialRecord, trial_id)
+            trial.status, trial.failure_cause, trial.finished_at = status, cause, _now()
+            trial.server_log_path = log_path or trial.server_log_path
+
+    def complete_trial(self, trial_id: int, m: Measurement) -> None:
+        s, a = m.summary, m.acceptance
+
+        def pct(stats, name):
+            return getattr(stats, name) if stats else None
+
+        with Session(self.engine) as session, session.begin():
+            trial = session.get(TrialRecord, trial_id)
+            trial.status, trial.finished_at = "complete", _now()
+            trial.server_log_path, trial.startup_s = m.server.log_path, m.server.startup_s
+            trial.replay_s, trial.vllm_version = s.duration_s, m.server.vllm_version
+            session.add(TrialMetrics(
+                trial_id=trial_id, output_tokens_per_s=s.output_tokens_per_s,
+                requests_per_s=s.requests_per_s, requests=s.requests, failed_requests=s.failed,
+                output_tokens=s.output_tokens,
+                ttft_p50_s=pct(s.ttft, "p50"), ttft_p90_s=pct(s.ttft, "p90"), ttft_p99_s=pct(s.ttft, "p99"),
+                tpot_p50_s=pct(s.tpot, "p50"), tpot_p90_s=pct(s.tpot, "p90"), tpot_p99_s=pct(s.tpot, "p99"),
+                e2e_p50_s=pct(s.e2e, "p50"), e2e_p90_s=pct(s.e2e, "p90"), e2e_p99_s=pct(s.e2e, "p99"),
+                errors=list(s.errors),
+                acceptance_rate=a.acceptance_rate if a else None,
+                mean_acceptance_length=a.mean_acceptance_length if a else None,
+                per_position_acceptance=list(a.per_position) if a else None,
+                drafts=a.drafts if a else None, draft_tokens=a.draft_tokens if a else None,
+                accepted_tokens=a.accepted_tokens if a else None,
+                server_generation_tokens=m.server_generation_tokens,
+            ))
+
+    def mark_stale_running(self, study_name: str) -> int:
+        """Trials left 'running' by a process that died are 'interrupted'; returns how many."""
+        with Session(self.engine) as session, session.begin():
+            stale = session.scalars(
+                select(TrialRecord).join(StudyRun).where(
+                    StudyRun.study_name == study_name, TrialRecord.status == "running")).all()
+            for trial in stale:
+                trial.status, trial.finished_at = "interrupted", _now()
+                trial.failure_cause = "the tuner stopped during this trial"
+            for run in session.scalars(select(StudyRun).where(
+                    StudyRun.study_name == study_name, StudyRun.status == "running")):
+                run.status, run.finished_at = "interrupted", run.finished_at or _now()
+            return len(stale)
+
+    def trials(self, study_name: str | None = None, model: str | None = None,
+               workload_type: str | None = None) -> list[TrialRow]:
+        query = (select(TrialRecord).join(StudyRun).join(TargetModel).join(WorkloadRecord)
+                 .options(selectinload(TrialRecord.metrics), selectinload(TrialRecord.study_run)
+                          .selectinload(StudyRun.model), selectinload(TrialRecord.study_run)
+                          .selectinload(StudyRun.workload))
+                 .order_by(TrialRecord.id))
+        if study_name:
+            query = query.where(StudyRun.study_name == study_name)
+        if model:
+            query = query.where(TargetModel.name == model)
+        if workload_type:
+            query = query.where(WorkloadRecord.type == workload_type)
+        with Session(self.engine) as session:
+            return [self._row(t) for t in session.scalars(query)]
+
+    @staticmethod
+    def _row(t: TrialRecord) -> TrialRow:
+        m, run = t.metrics, t.study_run
+        return TrialRow(
+            study_name=run.study_name, model=run.model.name, workload_type=run.workload.type,
+            load=run.load, optuna_trial_number=t.optuna_trial_number, config=t.config,
+            label=t.label, status=t.status, failure_cause=t.failure_cause,
+            server_log_path=t.server_log_path,
+            tokens_per_s=m.output_tokens_per_s if m else None,
+            tpot_p50_s=m.tpot_p50_s if m else None, ttft_p50_s=m.ttft_p50_s if m else None,
+            acceptance_rate=m.acceptance_rate if m else None,
+            mean_acceptance_length=m.mean_acceptance_length if m else None,
+            per_position=m.per_position_acceptance if m else None,
+            finished_at=t.finished_at, vllm_version=t.vllm_version, host=run.host,
+            server_args=list(run.server_args),
+        )
