@@ -1,4 +1,4 @@
-# Quickstart: `make demo` (tune... measure on a real vLLM server), `make test` (the whole suite).
+# Quickstart: `make demo` (tuner optimize on a real vLLM server), `make test` (the whole suite).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -34,11 +34,12 @@ endif
 models: install
 	$(BIN)/python scripts/make_tiny_models.py --out $(MODELS)
 
+# A fresh study each time: baseline, ngram and draft_model at k = 2 and 4 (5 server starts).
 demo: models
-	$(BIN)/tuner measure --workload workloads/code.jsonl --model $(MODELS)/target \
-		--concurrency 2 $(DEMO_SERVER_ARGS)
-	$(BIN)/tuner measure --workload workloads/code.jsonl --model $(MODELS)/target \
-		--method draft_model --draft $(MODELS)/draft --k 3 --concurrency 2 $(DEMO_SERVER_ARGS)
+	mkdir -p .tuner && rm -f .tuner/demo.db .tuner/demo.db-wal .tuner/demo.db-shm
+	$(BIN)/tuner optimize --workload workloads/code.jsonl --model $(MODELS)/target \
+		--method ngram --method draft_model --draft $(MODELS)/draft --k 2,4 \
+		--concurrency 2 --db sqlite:///.tuner/demo.db $(DEMO_SERVER_ARGS)
 
 test: models
 	$(BIN)/python -m pytest -v -rs

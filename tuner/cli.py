@@ -49,7 +49,7 @@ def user_errors() -> Iterator[None]:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
-        err_console.print("[yellow]interrupted[/]: the server was stopped; nothing was measured")
+        err_console.print("[yellow]interrupted[/]: the server was stopped; finished results are kept")
         raise typer.Exit(130) from None
 
 

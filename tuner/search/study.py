@@ -127,9 +127,8 @@ def optimize(
                 if duplicates > 20 * len(candidates):
                     break
                 continue
-            progress.trial_started(trial.number, candidate.label, len(measured), budget)
             measurement = _run_trial(study, trial, candidate, model, workload, settings, store,
-                                     run_id, progress)
+                                     run_id, progress, (len(measured), budget))
             measured.add(_key(candidate.params))
             if measurement is not None:
                 vllm_version = measurement.server.vllm_version or vllm_version
@@ -141,11 +140,13 @@ def optimize(
     return choose(store.trials(study_name=name), options.noise)
 
 
-def _run_trial(study, trial, candidate, model, workload, settings, store, run_id, progress) -> Measurement | None:
+def _run_trial(study, trial, candidate, model, workload, settings, store, run_id, progress,
+               position: tuple[int, int]) -> Measurement | None:
     config = candidate.spec.to_vllm() if candidate.spec else None
     trial.set_user_attr("config", config)
     trial_id = store.start_trial(run_id, trial.number, config, candidate.label)
     try:
+        progress.trial_started(trial.number, candidate.label, *position)
         m = measure_config(model, candidate.spec, workload, settings, progress)
     except KeyboardInterrupt:
         trial.set_user_attr(INTERRUPTED, True)

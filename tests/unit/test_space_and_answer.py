@@ -1,0 +1,70 @@
+from datetime import datetime, timezone
+
+import pytest
+
+from tuner.errors import TunerError, UsageError
+from tuner.search import SearchSpace, choose, drafts_by_method, parse_ks
+from tuner.store import TrialRow
+
+
+def test_parse_ks():
+    assert parse_ks("1-3,6") == (1, 2, 3, 6)
+    assert parse_ks("4, 2") == (2, 4)
+    for bad in ("0-2", "a", ""):
+        with pytest.raises(UsageError):
+            parse_ks(bad)
+
+
+def test_candidates_are_conditional_and_baseline_first():
+    space = SearchSpace(methods=("ngram", "draft_model", "dflash"), ks=(2, 4),
+                        drafts={"draft_model": ("/d1", "/d2"), "dflash": ("/df",)},
+                        fixed_k={"dflash": 7}, ngram_lookup=((2, 4),))
+    found = space.candidates()
+    assert found[0].spec is None and found[0].params == {"method": "off"}
+    labels = [c.label for c in found]
+    assert labels[1:3] == ["ngram k=2", "ngram k=4"]
+    assert sum(1 for c in found if c.params["method"] == "draft_model") == 4  # 2 drafts x 2 ks
+    (dflash,) = [c for c in found if c.params["method"] == "dflash"]
+    assert dflash.spec.k == 7  # not swept: fixed by the checkpoint
+    assert found[1].spec.to_vllm() == {"method": "ngram", "num_speculative_tokens": 2,
+                                       "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+    assert "ngram.k" not in found[3].params and "draft_model.k" in found[3].params
+
+
+def test_space_refuses_what_cannot_work():
+    with pytest.raises(UsageError, match="needs a draft checkpoint"):
+        SearchSpace(methods=("draft_model",))
+    with pytest.raises(UsageError, match="fixed by the checkpoint"):
+        SearchSpace(methods=("dflash",), drafts={"dflash": ("/x",)})
+
+
+def test_drafts_by_method():
+    assert drafts_by_method(("ngram", "draft_model"), ["/a"]) == {"draft_model": ("/a",)}
+    assert drafts_by_method(("draft_model", "eagle3"), ["eagle3=/e"]) == {"eagle3": ("/e",)}
+    with pytest.raises(UsageError, match="say which method"):
+        drafts_by_method(("draft_model", "eagle3"), ["/a"])
+
+
+def row(config, tokens_per_s, status="complete", tpot=0.01):
+    return TrialRow(study_name="s", model="m", workload_type="code", load="concurrency 1",
+                    optuna_trial_number=0, config=config, label=str(config), status=status,
+                    failure_cause=None, server_log_path=None, tokens_per_s=tokens_per_s,
+                    tpot_p50_s=tpot, ttft_p50_s=0.1, acceptance_rate=None, mean_acceptance_length=None,
+                    per_position=None, finished_at=datetime.now(timezone.utc), vllm_version="0.32.0",
+                    host="h", server_args=["--max-model-len=1024"])
+
+
+def test_winner_must_beat_the_noise():
+    ngram = {"method": "ngram", "num_speculative_tokens": 2}
+    answer = choose([row(None, 100), row(ngram, 130, tpot=0.008), row({"method": "x"}, None, "failed")])
+    assert answer.speedup == pytest.approx(1.3)
+    assert not answer.keep_speculation_off and answer.winner.config == ngram
+    assert answer.tpot_change == pytest.approx(-0.2)
+    assert answer.serve_command() == ("vllm serve m --speculative-config "
+                                      "'{\"method\": \"ngram\", \"num_speculative_tokens\": 2}' --max-model-len=1024")
+    within_noise = choose([row(None, 100), row(ngram, 104)], noise=0.05)
+    assert within_noise.keep_speculation_off and within_noise.winner.config is None
+    assert "keep speculation off" in within_noise.verdict
+    assert within_noise.serve_command() == "vllm serve m --max-model-len=1024"
+    with pytest.raises(TunerError, match="no completed baseline"):
+        choose([row(ngram, 100)])
