@@ -1,0 +1,60 @@
+"""Checks made before any server starts, against the installed vLLM and local checkpoints."""
+
+import json
+
+import pytest
+
+from tuner.errors import UsageError
+from tuner.search import SearchSpace
+from tuner.search.checks import check_space, installed_vllm_schema
+
+
+def checkpoint(path, **config):
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(config))
+    return str(path)
+
+
+def test_installed_vllm_is_read_not_hard_coded():
+    schema = installed_vllm_schema()
+    assert schema is not None, "vLLM is installed in the test environment"
+    assert {"ngram", "draft_model", "eagle3", "mtp"} <= set(schema["methods"])
+    assert {"num_speculative_tokens", "prompt_lookup_min"} <= set(schema["fields"])
+
+
+def test_unknown_method_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="'lookahead' is not known to the installed vLLM"):
+        check_space(SearchSpace(methods=("lookahead",)), "m")
+
+
+def test_unknown_field_is_refused():
+    with pytest.raises(UsageError, match="'disable_by_batch_size' is not a speculative-config field"):
+        check_space(SearchSpace(methods=("ngram",)), "m", {"disable_by_batch_size"})
+
+
+def test_missing_local_draft(tmp_path):
+    space = SearchSpace(methods=("draft_model",), drafts={"draft_model": (str(tmp_path / "gone"),)})
+    with pytest.raises(UsageError, match="does not exist"):
+        check_space(space, "m")
+
+
+def test_draft_with_another_vocabulary(tmp_path):
+    target = checkpoint(tmp_path / "target", vocab_size=2048)
+    draft = checkpoint(tmp_path / "draft", vocab_size=32000)
+    space = SearchSpace(methods=("draft_model",), drafts={"draft_model": (draft,)})
+    with pytest.raises(UsageError, match="vocabulary size 32000 but the target .* has 2048"):
+        check_space(space, target)
+
+
+def test_speculator_for_another_target(tmp_path):
+    target = checkpoint(tmp_path / "Qwen3-8B", vocab_size=10)
+    draft = checkpoint(tmp_path / "eagle", speculators_config={"verifier": {"name_or_path": "meta/Llama-3-8B"}})
+    space = SearchSpace(methods=("eagle3",), drafts={"eagle3": (draft,)})
+    with pytest.raises(UsageError, match="trained for 'meta/Llama-3-8B'"):
+        check_space(space, target)
+
+
+def test_matching_draft_passes(tmp_path):
+    target = checkpoint(tmp_path / "target", vocab_size=2048)
+    draft = checkpoint(tmp_path / "draft", vocab_size=2048)
+    check_space(SearchSpace(methods=("draft_model", "ngram"), drafts={"draft_model": (draft,)}), target)
