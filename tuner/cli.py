@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
-import optuna
 import typer
 from rich.console import Console
 
@@ -151,42 +150,31 @@ def optimize(
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
 ) -> None:
     """Search (method, draft, k) with an Optuna study; every trial is a real measurement."""
-    from tuner.search import OptimizeSettings, SearchSpace, drafts_by_method, optimize as run_study, parse_ks
+    from tuner.search import optimize as run_study
     from tuner.search.checks import check_space
-    from tuner.search.space import DEFAULT_KS, load_study_file, parse_lookup
-    from tuner.store import ResultStore, database_url, open_database
+    from tuner.search.plan import plan_study
+    from tuner.store import ResultStore, database_url, open_database, optuna_storage
 
     with user_errors():
-        study = load_study_file(study_file) if study_file else {}
-        space_cfg, server_cfg, load_cfg = (study.get(x, {}) for x in ("space", "server", "load"))
-        methods = tuple(method or space_cfg.get("methods") or ("ngram",))
-        k_text = k or (str(space_cfg["k"]) if "k" in space_cfg else None)
-        ks = parse_ks(k_text.strip("[]")) if k_text else DEFAULT_KS
-        drafts = drafts_by_method(methods, list(draft)) if draft else {
-            m: tuple(d) for m, d in space_cfg.get("drafts", {}).items()}
-        lookups = tuple(parse_lookup(x) for x in (ngram_lookup or space_cfg.get("ngram_lookup") or ["2-4"]))
-        space = SearchSpace(methods=methods, ks=ks, drafts=drafts, ngram_lookup=lookups,
-                            fixed_k=dict(space_cfg.get("fixed_k", {})))
+        plan = plan_study(
+            study_file, methods=method, drafts=draft, k=k, ngram_lookup=ngram_lookup, load=load,
+            concurrency=concurrency, rate=rate, time_scale=time_scale, seed=seed,
+            server_cmd=server_cmd, server_args=server_arg, trials=trials, noise=noise)
         loaded = load_workload(workload, workload_type)
         settings = MeasureSettings(
-            load=LoadSpec(load or load_cfg.get("mode", "concurrency"),  # type: ignore[arg-type]
-                          concurrency or load_cfg.get("concurrency", 1), rate or load_cfg.get("rate"),
-                          time_scale or load_cfg.get("time_scale", 1.0), seed),
-            warmup=warmup, request_timeout_s=request_timeout, default_max_tokens=max_tokens,
-            server=ServerOptions(server_cmd=server_cmd or server_cfg.get("cmd"),
-                                 server_args=list(server_arg or server_cfg.get("args", [])),
+            load=plan.load, warmup=warmup, request_timeout_s=request_timeout,
+            default_max_tokens=max_tokens,
+            server=ServerOptions(server_cmd=plan.server_cmd, server_args=plan.server_args,
                                  start_timeout_s=start_timeout, log_dir=log_dir),
         )
-        options = OptimizeSettings(trials=trials or study.get("trials", 20),
-                                   noise=noise if noise is not None else study.get("noise", 0.05), seed=seed)
+        space = plan.space
         check_space(space, model)
         url = database_url(db)
         engine = open_database(url)
-        storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}}
-                                             if url.startswith("sqlite") else {})
         store = ResultStore(engine)
         with StudyProgressView(err_console) as progress:
-            answer = run_study(model, loaded, space, settings, store, storage, options, progress)
+            answer = run_study(model, loaded, space, settings, store, optuna_storage(url),
+                               plan.options, progress)
         rows = store.trials(study_name=answer.study_name)
         if as_json:
             print(json.dumps(answer_dict(answer), indent=2))

@@ -7,7 +7,6 @@ checkpoint, ``<method>.k`` where k is swept, and ``ngram.lookup`` for ngram.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,14 +148,3 @@ def drafts_by_method(methods: tuple[str, ...], drafts: list[str]) -> dict[str, t
             raise UsageError(f"--draft {draft!r}: say which method it is for, like "
                              f"--draft draft_model={draft} (methods taking drafts: {', '.join(takers) or 'none'})")
     return {m: tuple(d) for m, d in result.items()}
-
-
-def load_study_file(path: Path) -> dict[str, Any]:
-    """Read a TOML study file; see README for its keys."""
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such study file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML ({exc})") from None

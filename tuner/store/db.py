@@ -45,6 +45,14 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+def optuna_storage(url: str):
+    """Optuna's RDB storage on the same database; SQLite waits for locks like our own engine."""
+    import optuna
+
+    kwargs = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {}
+    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+
+
 def alembic_config(url: str) -> Config:
     config = Config()
     config.set_main_option("script_location", str(ALEMBIC_DIR))
