@@ -86,15 +86,41 @@ def measurement_table(m: Measurement) -> Table:
     return table
 
 
+class _ProgressWithTable(Progress):
+    """A rich Progress that draws a table above its bars (rich's documented extension point)."""
+
+    def __init__(self, *columns, table, **kwargs):
+        self.table = table  # set first: Progress renders once while it initialises
+        super().__init__(*columns, **kwargs)
+
+    def get_renderables(self):
+        if self.table.row_count:
+            yield self.table
+        yield self.make_tasks_table(self.tasks)
+
+
 class StudyProgressView(MeasureProgress):
-    """Progress of a study: a line per trial as it starts, a row per trial as it ends."""
+    """Progress of a study: the live table of finished trials, then the bars of the current one."""
+
+    def __init__(self, console: Console):
+        super().__init__(console)
+        self._table = _finished_table()
+        self._baseline: float | None = None
+        self._progress = _ProgressWithTable(*self._progress.columns, table=self._table,
+                                            console=console, transient=False)
 
     def trial_started(self, number: int, label: str, done: int, budget: int) -> None:
         self._show()
         self._progress.log(f"[bold]trial {number}[/] ({done + 1}/{budget}): {label}")
+        # Bars of finished trials are dropped: their figures are in the table.
+        for task in list(self._progress.task_ids):
+            self._progress.remove_task(task)
 
     def trial_finished(self, row: TrialRow) -> None:
         self._show()
+        if row.config is None and row.tokens_per_s:
+            self._baseline = row.tokens_per_s
+        _add_row(self._table, row, self._baseline)
         if row.status == "complete":
             acc = f", acceptance length {row.mean_acceptance_length:.2f}" if row.mean_acceptance_length else ""
             self._progress.log(f"  [green]done[/] {row.label}: {row.tokens_per_s:.1f} tok/s{acc}")
@@ -102,22 +128,31 @@ class StudyProgressView(MeasureProgress):
             self._progress.log(f"  [red]{row.status}[/] {row.label}: {row.failure_cause}")
 
 
-def trials_table(rows: list[TrialRow], answer: Answer | None = None) -> Table:
-    table = Table(title=rows[0].study_name if rows else "trials", title_justify="left")
+def _finished_table(title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left")
     for column in ("#", "config", "status", "tok/s", "vs baseline", "TPOT p50 ms", "acc. rate",
                    "acc. length", "per position"):
         table.add_column(column, justify="left" if column in ("config", "status") else "right")
-    base = answer.baseline.tokens_per_s if answer else None
+    return table
+
+
+def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None) -> None:
+    base = baseline_tokens_per_s
+    ratio = f"{r.tokens_per_s / base:.2f}x" if base and r.tokens_per_s else "-"
+    table.add_row(
+        str(r.optuna_trial_number), r.label, r.status if r.status == "complete" else f"[red]{r.status}[/]",
+        f"{r.tokens_per_s:.1f}" if r.tokens_per_s else "-", ratio,
+        f"{r.tpot_p50_s * 1000:.2f}" if r.tpot_p50_s else "-",
+        f"{r.acceptance_rate:.3f}" if r.acceptance_rate is not None else "-",
+        f"{r.mean_acceptance_length:.2f}" if r.mean_acceptance_length else "-",
+        " ".join(f"{p:.2f}" for p in r.per_position) if r.per_position else "-",
+    )
+
+
+def trials_table(rows: list[TrialRow], answer: Answer | None = None) -> Table:
+    table = _finished_table(rows[0].study_name if rows else "trials")
     for r in rows:
-        ratio = f"{r.tokens_per_s / base:.2f}x" if base and r.tokens_per_s else "-"
-        table.add_row(
-            str(r.optuna_trial_number), r.label, r.status if r.status == "complete" else f"[red]{r.status}[/]",
-            f"{r.tokens_per_s:.1f}" if r.tokens_per_s else "-", ratio,
-            f"{r.tpot_p50_s * 1000:.2f}" if r.tpot_p50_s else "-",
-            f"{r.acceptance_rate:.3f}" if r.acceptance_rate is not None else "-",
-            f"{r.mean_acceptance_length:.2f}" if r.mean_acceptance_length else "-",
-            " ".join(f"{p:.2f}" for p in r.per_position) if r.per_position else "-",
-        )
+        _add_row(table, r, answer.baseline.tokens_per_s if answer else None)
     return table
 
 
