@@ -39,8 +39,27 @@ def _root() -> None:
     """Measure and tune vLLM speculative decoding."""
 
 
+# Options shared by the commands that run servers.
+WorkloadOpt = Annotated[Path, typer.Option(help="JSONL workload to replay.")]
+ModelOpt = Annotated[str, typer.Option(help="Target model (path or hub name) for vLLM.")]
+TypeOpt = Annotated[Optional[str], typer.Option("--type", help="Workload type; default: the file name stem.")]
+WarmupOpt = Annotated[int, typer.Option(help="Requests sent first and not measured.")]
+MaxTokensOpt = Annotated[int, typer.Option(
+    help="Output length for requests that give neither max_tokens nor output_tokens.")]
+RequestTimeoutOpt = Annotated[float, typer.Option(help="Seconds before a request counts as failed.")]
+ServerCmdOpt = Annotated[Optional[str], typer.Option(
+    help="Server command template with {model}; default 'vllm serve {model}' (env TUNER_SERVER_CMD).")]
+ServerArgOpt = Annotated[Optional[list[str]], typer.Option(
+    help="Extra server argument, repeatable: --server-arg=--max-model-len=1024.")]
+StartTimeoutOpt = Annotated[float, typer.Option(help="Seconds to wait for /health.")]
+LogDirOpt = Annotated[Path, typer.Option(help="Where server logs go.")]
+RateOpt = Annotated[Optional[float], typer.Option(help="Requests per second for --load rate.")]
+DbOpt = Annotated[Optional[str], typer.Option(
+    help="Results database URL (env TUNER_DB; default sqlite:///tuner.db).")]
+
+
 @contextlib.contextmanager
-def user_errors() -> Iterator[None]:
+def user_errors(on_interrupt: str = "the vLLM server was stopped") -> Iterator[None]:
     """Turn the tuner's errors into one red sentence and an exit code; Ctrl-C into exit 130."""
     try:
         yield
@@ -48,7 +67,7 @@ def user_errors() -> Iterator[None]:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
-        err_console.print("[yellow]interrupted[/]: the server was stopped; finished results are kept")
+        err_console.print(f"[yellow]interrupted[/]: {on_interrupt}", highlight=False)
         raise typer.Exit(130) from None
 
 
@@ -70,10 +89,9 @@ def spec_from_options(spec: str | None, method: str | None, draft: str | None,
 
 @app.command()
 def measure(
-    workload: Annotated[Path, typer.Option(help="JSONL workload to replay.")],
-    model: Annotated[str, typer.Option(help="Target model (path or hub name) for vLLM.")],
-    workload_type: Annotated[Optional[str], typer.Option(
-        "--type", help="Workload type; default: the file name stem.")] = None,
+    workload: WorkloadOpt,
+    model: ModelOpt,
+    workload_type: TypeOpt = None,
     spec: Annotated[Optional[str], typer.Option(
         help='Speculative config JSON as vLLM takes it, e.g. \'{"method":"ngram","num_speculative_tokens":4}\'.'
     )] = None,
@@ -82,20 +100,16 @@ def measure(
     k: Annotated[Optional[int], typer.Option("--k", help="num_speculative_tokens.")] = None,
     load: Annotated[str, typer.Option(help="concurrency (closed loop), rate (Poisson) or trace.")] = "concurrency",
     concurrency: Annotated[int, typer.Option(help="Clients in the closed loop.")] = 1,
-    rate: Annotated[Optional[float], typer.Option(help="Requests per second for --load rate.")] = None,
+    rate: RateOpt = None,
     time_scale: Annotated[float, typer.Option(help="Multiplies captured gaps for --load trace.")] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed of the Poisson arrivals.")] = 0,
-    warmup: Annotated[int, typer.Option(help="Requests sent first and not measured.")] = 2,
-    max_tokens: Annotated[int, typer.Option(
-        help="Output length for requests that give neither max_tokens nor output_tokens.")] = 128,
-    request_timeout: Annotated[float, typer.Option(help="Seconds before a request counts as failed.")] = 600.0,
-    server_cmd: Annotated[Optional[str], typer.Option(
-        help="Server command template with {model}; default 'vllm serve {model}' "
-             "(env TUNER_SERVER_CMD).")] = None,
-    server_arg: Annotated[Optional[list[str]], typer.Option(
-        help="Extra server argument, repeatable: --server-arg=--max-model-len=1024.")] = None,
-    start_timeout: Annotated[float, typer.Option(help="Seconds to wait for /health.")] = 900.0,
-    log_dir: Annotated[Path, typer.Option(help="Where server logs go.")] = Path(".tuner/logs"),
+    warmup: WarmupOpt = 2,
+    max_tokens: MaxTokensOpt = 128,
+    request_timeout: RequestTimeoutOpt = 600.0,
+    server_cmd: ServerCmdOpt = None,
+    server_arg: ServerArgOpt = None,
+    start_timeout: StartTimeoutOpt = 900.0,
+    log_dir: LogDirOpt = Path(".tuner/logs"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON.")] = False,
 ) -> None:
     """Measure one speculative configuration (or the baseline) on a fresh vLLM server."""
@@ -118,10 +132,9 @@ def measure(
 
 @app.command()
 def optimize(
-    workload: Annotated[Path, typer.Option(help="JSONL workload to replay.")],
-    model: Annotated[str, typer.Option(help="Target model (path or hub name) for vLLM.")],
-    workload_type: Annotated[Optional[str], typer.Option(
-        "--type", help="Workload type; default: the file name stem.")] = None,
+    workload: WorkloadOpt,
+    model: ModelOpt,
+    workload_type: TypeOpt = None,
     method: Annotated[Optional[list[str]], typer.Option(
         help="Method to try, repeatable (default: ngram). The baseline is always measured.")] = None,
     draft: Annotated[Optional[list[str]], typer.Option(
@@ -135,18 +148,18 @@ def optimize(
     noise: Annotated[Optional[float], typer.Option(
         help="A winner must beat the baseline by more than this fraction (default 0.05).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of Poisson arrivals.")] = 0,
-    db: Annotated[Optional[str], typer.Option(help="Results database URL (env TUNER_DB; default sqlite:///tuner.db).")] = None,
+    db: DbOpt = None,
     load: Annotated[Optional[str], typer.Option(help="concurrency, rate or trace.")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Clients in the closed loop (default 1).")] = None,
-    rate: Annotated[Optional[float], typer.Option(help="Requests per second for --load rate.")] = None,
+    rate: RateOpt = None,
     time_scale: Annotated[Optional[float], typer.Option(help="Multiplies captured gaps for --load trace.")] = None,
-    warmup: Annotated[int, typer.Option(help="Requests sent first and not measured.")] = 2,
-    max_tokens: Annotated[int, typer.Option(help="Output length for requests that give none.")] = 128,
-    request_timeout: Annotated[float, typer.Option(help="Seconds before a request counts as failed.")] = 600.0,
-    server_cmd: Annotated[Optional[str], typer.Option(help="Server command template with {model}.")] = None,
-    server_arg: Annotated[Optional[list[str]], typer.Option(help="Extra server argument, repeatable.")] = None,
-    start_timeout: Annotated[float, typer.Option(help="Seconds to wait for /health.")] = 900.0,
-    log_dir: Annotated[Path, typer.Option(help="Where server logs go.")] = Path(".tuner/logs"),
+    warmup: WarmupOpt = 2,
+    max_tokens: MaxTokensOpt = 128,
+    request_timeout: RequestTimeoutOpt = 600.0,
+    server_cmd: ServerCmdOpt = None,
+    server_arg: ServerArgOpt = None,
+    start_timeout: StartTimeoutOpt = 900.0,
+    log_dir: LogDirOpt = Path(".tuner/logs"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
 ) -> None:
     """Search (method, draft, k) with an Optuna study; every trial is a real measurement."""
@@ -155,7 +168,8 @@ def optimize(
     from tuner.search.plan import plan_study
     from tuner.store import ResultStore, database_url, open_database, optuna_storage
 
-    with user_errors():
+    with user_errors("the vLLM server was stopped; finished trials are stored, "
+                     "and the same command resumes the study"):
         plan = plan_study(
             study_file, methods=method, drafts=draft, k=k, ngram_lookup=ngram_lookup, load=load,
             concurrency=concurrency, rate=rate, time_scale=time_scale, seed=seed,
@@ -188,7 +202,7 @@ def best(
     model: Annotated[Optional[str], typer.Option(help="Only this model.")] = None,
     workload_type: Annotated[Optional[str], typer.Option("--workload-type", help="Only this workload type.")] = None,
     noise: Annotated[float, typer.Option(help="Noise margin a winner must beat.")] = 0.05,
-    db: Annotated[Optional[str], typer.Option(help="Results database URL.")] = None,
+    db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """The best configuration per (model, workload type) across all studies in the database."""
