@@ -6,7 +6,8 @@ import pytest
 
 from tuner.errors import UsageError
 from tuner.search import SearchSpace
-from tuner.search.checks import check_space, installed_vllm_schema
+from tuner.engine.installed import installed_vllm_schema
+from tuner.search.checks import check_space
 
 
 def checkpoint(path, **config):

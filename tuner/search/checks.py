@@ -4,37 +4,11 @@ these checkpoints? Each problem is one sentence naming the cause and the fix."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from functools import lru_cache
 from pathlib import Path
 
+from tuner.engine.installed import installed_vllm_schema
 from tuner.errors import UsageError
 from tuner.search.space import SearchSpace
-
-# Read in a child process: importing vLLM takes seconds and pulls in torch, which the tuner
-# itself does not need.
-_INTROSPECT = r"""
-import dataclasses, json, typing
-from vllm.config import speculative
-def flat(tp):
-    args = typing.get_args(tp)
-    return [a for x in args for a in (flat(x) if typing.get_args(x) else [x])] if args else [tp]
-print(json.dumps({"methods": sorted(set(flat(speculative.SpeculativeMethod))),
-                  "fields": sorted(f.name for f in dataclasses.fields(speculative.SpeculativeConfig))}))
-"""
-
-
-@lru_cache(maxsize=1)
-def installed_vllm_schema() -> dict[str, list[str]] | None:
-    """Methods and SpeculativeConfig fields of the vLLM installed beside the tuner, or None."""
-    try:
-        out = subprocess.run([sys.executable, "-c", _INTROSPECT], capture_output=True, text=True,
-                             timeout=120, check=True).stdout
-        return json.loads(out.strip().splitlines()[-1])
-    except (subprocess.SubprocessError, ValueError, IndexError, OSError):
-        return None
-
 
 def _local_config(checkpoint: str) -> dict | None:
     path = Path(checkpoint) / "config.json"

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import platform
-import shutil
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -18,6 +16,7 @@ from typing import Protocol
 import optuna
 from optuna.trial import TrialState
 
+from tuner.engine.installed import gpu_name
 from tuner.errors import TunerError, UsageError
 from tuner.search.answer import DEFAULT_NOISE, Answer, choose
 from tuner.search.space import Candidate, SearchSpace
@@ -48,18 +47,6 @@ def study_name(model: str, workload_type: str, load_label: str) -> str:
 
 def _key(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
-
-
-def gpu_name() -> str | None:
-    """The first GPU's name where nvidia-smi answers; None on machines without one."""
-    if shutil.which("nvidia-smi") is None:
-        return None
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout
-    except (subprocess.SubprocessError, OSError):
-        return None
-    return out.strip().splitlines()[0] if out.strip() else None
 
 
 def _close_stale_trials(study: optuna.Study) -> None:
