@@ -27,8 +27,9 @@ app = typer.Typer(
     help="Find the fastest vLLM speculative-decoding configuration for your model and traffic.",
     no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
 )
-console = Console()
-err_console = Console(stderr=True)
+# Piped output (CI logs, `| tee`) gets room for the trials table instead of rich's 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 150)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 
 app.add_typer(db_app, name="db")
