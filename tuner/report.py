@@ -63,10 +63,18 @@ def measurement_table(m: Measurement) -> Table:
                   show_header=True, title_justify="left")
     table.add_column("figure")
     table.add_column("value", justify="right")
-    table.add_row("output tokens/s", f"{s.output_tokens_per_s:.1f}")
+    tps = m.tokens_per_s
+    if tps.n > 1:
+        table.add_row(f"output tokens/s (median of {tps.n})",
+                      f"{tps.median:.1f} ± {tps.mad:.1f} MAD, 95% CI {tps.ci_low:.1f}-{tps.ci_high:.1f}")
+        table.add_row("output tokens/s per run", " ".join(f"{r.summary.output_tokens_per_s:.1f}" for r in m.runs))
+        table.add_row("figures below", "from the median run")
+    else:
+        table.add_row("output tokens/s", f"{s.output_tokens_per_s:.1f}")
     table.add_row("requests/s", f"{s.requests_per_s:.2f}")
     table.add_row("completed / failed", f"{s.completed} / {s.failed}")
-    table.add_row("output tokens (client / server)", f"{s.output_tokens} / {m.server_generation_tokens}")
+    median_run = next(r for r in m.runs if r.summary is s)
+    table.add_row("output tokens (client / server)", f"{s.output_tokens} / {median_run.server_generation_tokens}")
     for name, stats in (("TTFT", s.ttft), ("TPOT", s.tpot), ("e2e", s.e2e)):
         table.add_row(f"{name} ms mean / p50 / p90 / p99",
                       " / ".join(_ms(stats, f) for f in ("mean", "p50", "p90", "p99")))
@@ -131,7 +139,7 @@ class StudyProgressView(MeasureProgress):
 def _finished_table(title: str | None = None) -> Table:
     table = Table(title=title, title_justify="left")
     for column in ("#", "config", "status", "tok/s", "vs baseline", "TPOT p50 ms", "acc. rate",
-                   "acc. length", "per position"):
+                   "acc. length", "per position", "greedy match"):
         table.add_column(column, justify="left" if column in ("config", "status") else "right")
     return table
 
@@ -139,13 +147,19 @@ def _finished_table(title: str | None = None) -> Table:
 def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None) -> None:
     base = baseline_tokens_per_s
     ratio = f"{r.tokens_per_s / base:.2f}x" if base and r.tokens_per_s else "-"
+    tokens = "-"
+    if r.tokens_per_s:
+        tokens = f"{r.tokens_per_s:.1f}" + (f" ±{r.tokens_per_s_mad:.1f}" if r.repeats > 1 else "")
+    match = "-" if r.greedy_match_rate is None else (
+        f"{r.greedy_match_rate:.0%}" if r.greedy_match_rate == 1 else f"[red]{r.greedy_match_rate:.0%}[/]")
     table.add_row(
         str(r.optuna_trial_number), r.label, r.status if r.status == "complete" else f"[red]{r.status}[/]",
-        f"{r.tokens_per_s:.1f}" if r.tokens_per_s else "-", ratio,
+        tokens, ratio,
         f"{r.tpot_p50_s * 1000:.2f}" if r.tpot_p50_s else "-",
         f"{r.acceptance_rate:.3f}" if r.acceptance_rate is not None else "-",
         f"{r.mean_acceptance_length:.2f}" if r.mean_acceptance_length else "-",
         " ".join(f"{p:.2f}" for p in r.per_position) if r.per_position else "-",
+        match,
     )
 
 
@@ -168,6 +182,13 @@ def answer_text(answer: Answer) -> str:
                         f"{best.mean_acceptance_length:.2f}" if best.acceptance_rate is not None else ""))
         if answer.tpot_change is not None:
             lines.append(f"TPOT p50 change: {answer.tpot_change:+.1%}")
+    w = answer.winner
+    if w.repeats > 1 and w.tokens_per_s_ci:
+        lines.append(f"winner over {w.repeats} runs: median {w.tokens_per_s:.1f} tok/s, MAD "
+                     f"{w.tokens_per_s_mad:.1f}, 95% CI {w.tokens_per_s_ci[0]:.1f}-{w.tokens_per_s_ci[1]:.1f}")
+    if w.greedy_match_rate is not None and w.greedy_match_rate < 1:
+        lines.append(f"[red]warning[/]: greedy output differed from the baseline's on "
+                     f"{1 - w.greedy_match_rate:.0%} of requests")
     lines.append(f"measured {answer.winner.finished_at:%Y-%m-%d %H:%M} on {answer.winner.host}, "
                  f"vLLM {answer.winner.vllm_version or '?'}")
     lines.append("deploy with:")
@@ -183,6 +204,8 @@ def answer_dict(answer: Answer) -> dict:
                 "tpot_p50_s": r.tpot_p50_s, "ttft_p50_s": r.ttft_p50_s,
                 "acceptance_rate": r.acceptance_rate, "mean_acceptance_length": r.mean_acceptance_length,
                 "per_position": r.per_position, "trial": r.optuna_trial_number,
+                "repeats": r.repeats, "tokens_per_s_mad": r.tokens_per_s_mad,
+                "tokens_per_s_ci": r.tokens_per_s_ci, "greedy_match_rate": r.greedy_match_rate,
                 "finished_at": r.finished_at.isoformat() if r.finished_at else None,
                 "vllm_version": r.vllm_version, "host": r.host}
 

@@ -18,9 +18,10 @@ import httpx
 
 from tuner.engine import ServerOptions, SpecConfig, VllmServer
 from tuner.engine.log_cause import failure_cause, read_tail
-from tuner.errors import ServerDiedError, TunerError
+from tuner.errors import ServerDiedError, TunerError, UsageError
 from tuner.metrics import Acceptance, acceptance_between, scrape_counters
 from tuner.replay import LoadSpec, ReplaySummary, RequestResult, replay, summarize
+from tuner.stats import RepeatStats, repeat_stats
 from tuner.workload import Workload
 
 
@@ -30,6 +31,13 @@ class MeasureSettings:
 
     load: LoadSpec = field(default_factory=LoadSpec)
     warmup: int = 2  # requests sent first and excluded: the first request after start is slow
+    repeats: int = 1  # replays of the workload on the same server, prefix cache reset between
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1:
+            raise UsageError(f"--repeats must be >= 1, got {self.repeats}")
+        if self.warmup < 0:
+            raise UsageError(f"--warmup must be >= 0, got {self.warmup}")
     request_timeout_s: float = 600.0
     default_max_tokens: int = 128
     server: ServerOptions = field(default_factory=ServerOptions)
@@ -46,6 +54,17 @@ class ServerRecord:
 
 
 @dataclass(frozen=True)
+class RunResult:
+    """One replay of the workload."""
+
+    repeat: int
+    summary: ReplaySummary
+    acceptance: Acceptance | None
+    server_generation_tokens: int  # from /metrics; cross-checks the client's own count
+    requests: list[RequestResult]
+
+
+@dataclass(frozen=True)
 class Measurement:
     """The outcome of one measured configuration; ``spec`` None is the no-speculation baseline."""
 
@@ -56,20 +75,31 @@ class Measurement:
     load: str
     warmup_requests: int
     server: ServerRecord
-    summary: ReplaySummary
-    acceptance: Acceptance | None
-    server_generation_tokens: int  # from /metrics; cross-checks the client's own count
-    requests: list[RequestResult]
+    runs: list[RunResult]
     host: str
     started_at: str
     finished_at: str
+
+    @property
+    def tokens_per_s(self) -> RepeatStats:
+        return repeat_stats([run.summary.output_tokens_per_s for run in self.runs])
+
+    @property
+    def summary(self) -> ReplaySummary:
+        """The run whose tokens/s is the median (the lower middle one for an even count)."""
+        ranked = sorted(self.runs, key=lambda run: run.summary.output_tokens_per_s)
+        return ranked[(len(ranked) - 1) // 2].summary
+
+    @property
+    def acceptance(self) -> Acceptance | None:
+        return self.runs[0].acceptance
 
     @property
     def label(self) -> str:
         return SpecConfig.from_vllm(self.spec).label if self.spec else "baseline (no speculation)"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "tokens_per_s": asdict(self.tokens_per_s)}
 
 
 class Progress(Protocol):
@@ -102,6 +132,15 @@ def _vllm_version(base_url: str) -> str | None:
         return httpx.get(f"{base_url}/version", timeout=5.0).json().get("version")
     except (httpx.HTTPError, ValueError):
         return None
+
+
+def _reset_prefix_cache(server: VllmServer) -> None:
+    """Repeats replay the same prompts: without a reset, the second run would hit the cache."""
+    try:
+        httpx.post(f"{server.base_url}/reset_prefix_cache", timeout=30.0).raise_for_status()
+    except httpx.HTTPError as exc:
+        raise TunerError(f"could not reset the prefix cache between repeats ({exc}); the server "
+                         "needs VLLM_SERVER_DEV_MODE=1, which the tuner sets unless overridden") from None
 
 
 def _died(server: VllmServer, during: str) -> ServerDiedError:
@@ -141,16 +180,27 @@ def measure_config(
             if not any(r.ok for r in warm_results):
                 raise TunerError(f"every warm-up request failed ({warm_results[0].error}); "
                                  f"check the workload against the server log {server.log_path}")
-        before = scrape_counters(server.base_url)
-        progress.start_replay(f"replay ({settings.load.label})", len(workload))
-        results, duration = replay(
-            server.base_url, model, workload.requests, settings.load,
-            request_timeout_s=settings.request_timeout_s,
-            default_max_tokens=settings.default_max_tokens, on_result=progress.request_done,
-        )
-        if not server.alive():
-            raise _died(server, "the replay")
-        after = scrape_counters(server.base_url)
+        runs = []
+        for repeat in range(settings.repeats):
+            if repeat:
+                _reset_prefix_cache(server)
+            before = scrape_counters(server.base_url)
+            label = f" {repeat + 1}/{settings.repeats}" if settings.repeats > 1 else ""
+            progress.start_replay(f"replay{label} ({settings.load.label})", len(workload))
+            results, duration = replay(
+                server.base_url, model, workload.requests, settings.load,
+                request_timeout_s=settings.request_timeout_s,
+                default_max_tokens=settings.default_max_tokens, on_result=progress.request_done,
+            )
+            if not server.alive():
+                raise _died(server, "the replay")
+            after = scrape_counters(server.base_url)
+            runs.append(RunResult(
+                repeat=repeat, summary=summarize(results, duration),
+                acceptance=acceptance_between(before, after, spec.k if spec else None),
+                server_generation_tokens=int(after.generation_tokens - before.generation_tokens),
+                requests=results,
+            ))
         record = ServerRecord(
             command=server.command(), log_path=str(server.log_path), startup_s=server.startup_s or 0.0,
             pid=server.process.pid if server.process else -1, port=server.port,
@@ -165,10 +215,7 @@ def measure_config(
         load=settings.load.label,
         warmup_requests=settings.warmup,
         server=record,
-        summary=summarize(results, duration),
-        acceptance=acceptance_between(before, after, spec.k if spec else None),
-        server_generation_tokens=int(after.generation_tokens - before.generation_tokens),
-        requests=results,
+        runs=runs,
         host=platform.node(),
         started_at=started_at,
         finished_at=_now(),

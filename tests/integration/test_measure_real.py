@@ -38,15 +38,13 @@ def measured(result: subprocess.CompletedProcess) -> dict:
     return json.loads(result.stdout)
 
 
-def assert_common(m: dict) -> None:
-    summary = m["summary"]
-    assert summary["output_tokens_per_s"] > 0
-    assert summary["failed"] == 0 and summary["completed"] == summary["requests"] == 48
-    for name in ("ttft", "tpot", "e2e"):
-        assert 0 < summary[name]["p50"] <= summary[name]["p99"]
-    # The client's token count and the server's own counter agree over the measured window,
-    # so warm-up is excluded from both.
-    assert m["server_generation_tokens"] == summary["output_tokens"]
+def assert_common(m: dict, repeats: int = 1) -> None:
+    assert [run["repeat"] for run in m["runs"]] == list(range(repeats))
+    for run in m["runs"]:
+        assert_run(run)
+    tokens_per_s = [run["summary"]["output_tokens_per_s"] for run in m["runs"]]
+    assert m["tokens_per_s"]["n"] == repeats
+    assert min(tokens_per_s) <= m["tokens_per_s"]["median"] <= max(tokens_per_s)
     # Nothing the server started survives, and its port is free again.
     assert not process_group_alive(m["server"]["pid"])
     assert port_is_free(m["server"]["port"])
@@ -54,8 +52,19 @@ def assert_common(m: dict) -> None:
     assert m["server"]["vllm_version"]
 
 
+def assert_run(run: dict) -> None:
+    summary = run["summary"]
+    assert summary["output_tokens_per_s"] > 0
+    assert summary["failed"] == 0 and summary["completed"] == summary["requests"] == 48
+    for name in ("ttft", "tpot", "e2e"):
+        assert 0 < summary[name]["p50"] <= summary[name]["p99"]
+    # The client's token count and the server's own counter agree over the measured window,
+    # so warm-up is excluded from both.
+    assert run["server_generation_tokens"] == summary["output_tokens"]
+
+
 def assert_acceptance(m: dict, k: int) -> None:
-    a = m["acceptance"]
+    a = m["runs"][0]["acceptance"]
     assert a is not None and a["drafts"] > 0
     assert 0.0 <= a["acceptance_rate"] <= 1.0
     assert 1.0 <= a["mean_acceptance_length"] <= k + 1
@@ -69,7 +78,7 @@ def assert_acceptance(m: dict, k: int) -> None:
 
 def test_baseline_has_no_acceptance(tmp_path, tiny_models):
     m = measured(run_measure(tmp_path, tiny_models))
-    assert m["spec"] is None and m["acceptance"] is None
+    assert m["spec"] is None and m["runs"][0]["acceptance"] is None
     assert_common(m)
 
 
@@ -82,12 +91,19 @@ def test_ngram(tmp_path, tiny_models, k):
     assert_acceptance(m, k)
 
 
-def test_draft_model_on_chat_traffic(tmp_path, tiny_models):
+def test_draft_model_on_chat_traffic_with_two_repeats(tmp_path, tiny_models):
     m = measured(run_measure(tmp_path, tiny_models, "--method", "draft_model",
-                             "--draft", str(tiny_models / "draft"), "--k", "3", workload="chat"))
+                             "--draft", str(tiny_models / "draft"), "--k", "3", "--repeats", "2",
+                             workload="chat"))
     assert m["workload_type"] == "chat"
-    assert_common(m)
+    assert_common(m, repeats=2)
     assert_acceptance(m, 3)
+    first, second = m["runs"]
+    # The prefix cache was reset between the runs, so the second run's prompts were computed
+    # again; with temperature 0, the greedy texts are the same in both runs.
+    digests = [{r["request_id"]: r["text_digest"] for r in run["requests"]} for run in (first, second)]
+    same = sum(digests[0][k] == digests[1][k] for k in digests[0]) / len(digests[0])
+    assert same >= 0.9, same
 
 
 def _processes_mentioning(token: str) -> list[int]:

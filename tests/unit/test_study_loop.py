@@ -11,7 +11,7 @@ from tuner.replay import Percentiles, ReplaySummary
 from tuner.search import OptimizeSettings, SearchSpace, optimize
 from tuner.search import study as study_module
 from tuner.store import ResultStore, open_database, optuna_storage
-from tuner.trial import MeasureSettings, Measurement, NoProgress, ServerRecord
+from tuner.trial import MeasureSettings, Measurement, NoProgress, RunResult, ServerRecord
 from tuner.workload import Request, Workload
 
 
@@ -31,11 +31,11 @@ def fake_measurement(spec, tokens_per_s, failed=0):
                             errors=(f"{failed} x HTTP 500",) if failed else ())
     server = ServerRecord(command=["vllm"], log_path="/tmp/x.log", startup_s=1.0, pid=1, port=1,
                           vllm_version="0.32.0")
+    run = RunResult(repeat=0, summary=summary, acceptance=None,
+                    server_generation_tokens=int(tokens_per_s), requests=[])
     return Measurement(model="m", workload_path="w.jsonl", workload_type="code",
                        spec=spec.to_vllm() if spec else None, load="concurrency 1", warmup_requests=0,
-                       server=server, summary=summary, acceptance=None,
-                       server_generation_tokens=int(tokens_per_s), requests=[], host="h",
-                       started_at="", finished_at="")
+                       server=server, runs=[run], host="h", started_at="", finished_at="")
 
 
 @pytest.fixture

@@ -139,7 +139,10 @@ class VllmServer:
             log.flush()
             self.process = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, **self.options.env}, start_new_session=True,
+                # Dev mode serves POST /reset_prefix_cache, used between repeats; the server
+                # binds to loopback by default, so its other dev endpoints stay local.
+                env={"VLLM_SERVER_DEV_MODE": "1", **os.environ, **self.options.env},
+                start_new_session=True,
             )
         try:
             self._wait_ready(started)

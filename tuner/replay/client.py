@@ -8,6 +8,7 @@ because with speculation one chunk can carry several tokens.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -64,6 +65,8 @@ class RequestResult:
     e2e_s: float | None = None
     output_tokens: int = 0
     prompt_tokens: int | None = None
+    text_digest: str | None = None  # sha256 of the generated text, to compare runs
+    greedy: bool = False  # sent with temperature 0: its text must not depend on the config
 
     @property
     def tpot_s(self) -> float | None:
@@ -115,6 +118,7 @@ async def send_request(
     sent = time.perf_counter()
     ttft: float | None = None
     usage: dict[str, Any] | None = None
+    text = hashlib.sha256()
 
     def failed(error: str) -> RequestResult:
         return RequestResult(request.label, sent - t0, ok=False, error=error, ttft_s=ttft)
@@ -131,8 +135,10 @@ async def send_request(
                 if data == "[DONE]":
                     break
                 chunk = json.loads(data)
-                if ttft is None and _chunk_text(chunk):
-                    ttft = time.perf_counter() - sent
+                if piece := _chunk_text(chunk):
+                    if ttft is None:
+                        ttft = time.perf_counter() - sent
+                    text.update(piece.encode())
                 if chunk.get("usage"):
                     usage = chunk["usage"]
     except httpx.TimeoutException:
@@ -150,6 +156,7 @@ async def send_request(
     return RequestResult(
         request.label, sent - t0, ok=True, ttft_s=ttft if ttft is not None else e2e, e2e_s=e2e,
         output_tokens=output_tokens, prompt_tokens=usage.get("prompt_tokens"),
+        text_digest=text.hexdigest()[:32], greedy=request.temperature == 0,
     )
 
 

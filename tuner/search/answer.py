@@ -9,9 +9,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.errors import TunerError
+from tuner.stats import RepeatStats, tied
 from tuner.store import TrialRow
 
 DEFAULT_NOISE = 0.05  # run-to-run spread seen on a shared 2-core machine; repeats will measure it
+
+
+def trial_stats(t: TrialRow) -> RepeatStats:
+    low, high = t.tokens_per_s_ci or (t.tokens_per_s, t.tokens_per_s)
+    return RepeatStats(n=t.repeats, median=t.tokens_per_s, mad=t.tokens_per_s_mad or 0.0,
+                       ci_low=low, ci_high=high)
+
+
+def trial_k(t: TrialRow) -> int:
+    return 0 if t.config is None else int(t.config.get("num_speculative_tokens", 0))
 
 
 @dataclass(frozen=True)
@@ -21,34 +32,34 @@ class Answer:
     workload_type: str
     load: str
     baseline: TrialRow
-    best: TrialRow | None  # the fastest speculative config, winning or not
+    best: TrialRow | None  # the speculative config with the highest score, winning or not
+    winner: TrialRow  # the baseline when speculation does not clearly pay
     noise: float
 
     @property
-    def speedup(self) -> float | None:
-        if self.best is None or not self.baseline.tokens_per_s:
-            return None
-        return self.best.tokens_per_s / self.baseline.tokens_per_s
-
-    @property
     def keep_speculation_off(self) -> bool:
-        return self.speedup is None or self.speedup <= 1.0 + self.noise
+        return self.winner.config is None
 
     @property
-    def winner(self) -> TrialRow:
-        return self.baseline if self.keep_speculation_off else self.best
+    def speedup(self) -> float | None:
+        """The winner's median tokens/s over the baseline's (the best's, when speculation stays off)."""
+        shown = self.best if self.keep_speculation_off else self.winner
+        if shown is None or not self.baseline.tokens_per_s:
+            return None
+        return shown.tokens_per_s / self.baseline.tokens_per_s
 
     @property
     def tpot_change(self) -> float | None:
-        """Relative change of median TPOT of the best config against the baseline (-0.2 = 20 % less)."""
-        if self.best is None or not self.best.tpot_p50_s or not self.baseline.tpot_p50_s:
+        """Relative change of median TPOT against the baseline (-0.2 = 20 % less)."""
+        shown = self.best if self.keep_speculation_off else self.winner
+        if shown is None or not shown.tpot_p50_s or not self.baseline.tpot_p50_s:
             return None
-        return self.best.tpot_p50_s / self.baseline.tpot_p50_s - 1.0
+        return shown.tpot_p50_s / self.baseline.tpot_p50_s - 1.0
 
     def serve_command(self) -> str:
         argv = ["vllm", "serve", self.model]
         if not self.keep_speculation_off:
-            argv += ["--speculative-config", json.dumps(self.best.config, sort_keys=True)]
+            argv += ["--speculative-config", json.dumps(self.winner.config, sort_keys=True)]
         return shlex.join(argv + list(self.winner.server_args))
 
     @property
@@ -57,12 +68,17 @@ class Answer:
             return "keep speculation off: no speculative configuration completed"
         if self.keep_speculation_off:
             return (f"keep speculation off: the best, {self.best.label}, gives {self.speedup:.2f}x the "
-                    f"baseline's tokens/s, within the {self.noise:.0%} noise margin")
-        return f"{self.best.label}: {self.speedup:.2f}x the baseline's output tokens/s"
+                    f"baseline's tokens/s, within the noise ({self.noise:.0%} plus the runs' spread)")
+        return f"{self.winner.label}: {self.speedup:.2f}x the baseline's output tokens/s"
 
 
 def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE) -> Answer:
-    """The answer for one study's trials."""
+    """The answer for one study's trials.
+
+    Configs are ranked on a conservative score (median tokens/s minus its scaled MAD). Every
+    config tied with the top one (within ``noise`` of it plus both spreads) is a candidate, and
+    the one with the smallest k wins: the baseline (k = 0) when it is among them.
+    """
     done = [t for t in trials if t.status == "complete" and t.tokens_per_s is not None]
     baselines = [t for t in done if t.config is None]
     if not baselines:
@@ -70,10 +86,14 @@ def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE) -> Answer:
         raise TunerError(f"{name} has no completed baseline, so no speedup can be computed; "
                          "rerun the study to measure it")
     baseline = baselines[-1]
-    spec = [t for t in done if t.config is not None]
-    best = max(spec, key=lambda t: t.tokens_per_s) if spec else None
+    ranked = [baseline] + [t for t in done if t.config is not None]
+    top = max(ranked, key=lambda t: trial_stats(t).score)
+    candidates = [t for t in ranked if tied(trial_stats(t), trial_stats(top), noise)]
+    winner = min(candidates, key=lambda t: (trial_k(t), -trial_stats(t).score))
+    spec = ranked[1:]
+    best = max(spec, key=lambda t: trial_stats(t).score) if spec else None
     return Answer(baseline.study_name, baseline.model, baseline.workload_type, baseline.load,
-                  baseline, best, noise)
+                  baseline, best, winner, noise)
 
 
 def best_per_model_workload(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE) -> list[Answer]:

@@ -152,7 +152,10 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
         log_path = getattr(exc, "log_path", None)
         store.end_trial(trial_id, "failed", str(exc), str(log_path) if log_path else None)
         return None
-    store.complete_trial(trial_id, m)
+    match = None
+    if candidate.spec is not None and (baseline := store.baseline_digests(study.study_name)):
+        match = greedy_match_rate(baseline, m.runs[0].requests)
+    store.complete_trial(trial_id, m, match)
     s = m.summary
     if s.failed > MAX_ERROR_RATE * s.requests:
         cause = f"{s.failed} of {s.requests} requests failed ({'; '.join(s.errors)})"
@@ -165,7 +168,20 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
                         ("acceptance_rate", m.acceptance.acceptance_rate if m.acceptance else None),
                         ("mean_acceptance_length",
                          m.acceptance.mean_acceptance_length if m.acceptance else None),
-                        ("server_log", m.server.log_path)):
+                        ("server_log", m.server.log_path),
+                        ("tokens_per_s_median", m.tokens_per_s.median),
+                        ("tokens_per_s_mad", m.tokens_per_s.mad),
+                        ("greedy_match_rate", match)):
         trial.set_user_attr(attr, value)
-    study.tell(trial, s.output_tokens_per_s)
+    study.tell(trial, m.tokens_per_s.score)  # the conservative score the winner is chosen on
     return m
+
+
+def greedy_match_rate(baseline: dict[str, str], requests) -> float | None:
+    """Share of greedy requests whose text equals the baseline's: speculative decoding must not
+    change greedy output, so anything below 1 is flagged."""
+    pairs = [(r.text_digest, baseline[r.request_id]) for r in requests
+             if r.ok and r.greedy and r.text_digest and r.request_id in baseline]
+    if not pairs:
+        return None
+    return sum(a == b for a, b in pairs) / len(pairs)

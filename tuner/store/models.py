@@ -76,9 +76,12 @@ class TrialRecord(Base):
 
     study_run: Mapped[StudyRun] = relationship(back_populates="trials")
     metrics: Mapped[TrialMetrics | None] = relationship(back_populates="trial", uselist=False)
+    runs: Mapped[list[TrialRun]] = relationship(back_populates="trial", order_by="TrialRun.repeat")
 
 
 class TrialMetrics(Base):
+    """A trial's figures: those of its median run, with the spread of tokens/s over its runs."""
+
     __tablename__ = "tuner_trial_metrics"
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -105,5 +108,35 @@ class TrialMetrics(Base):
     draft_tokens: Mapped[int | None] = mapped_column(Integer)
     accepted_tokens: Mapped[int | None] = mapped_column(Integer)
     server_generation_tokens: Mapped[int] = mapped_column(Integer)
+    repeats: Mapped[int] = mapped_column(Integer, server_default="1")
+    tokens_per_s_mad: Mapped[float | None] = mapped_column(Float)
+    tokens_per_s_ci_low: Mapped[float | None] = mapped_column(Float)
+    tokens_per_s_ci_high: Mapped[float | None] = mapped_column(Float)
+    # Share of greedy (temperature 0) requests whose text equals the baseline's; None for the
+    # baseline itself or without greedy requests. Below 1, the config changed greedy output.
+    greedy_match_rate: Mapped[float | None] = mapped_column(Float)
 
     trial: Mapped[TrialRecord] = relationship(back_populates="metrics")
+
+
+class TrialRun(Base):
+    """One replay of the workload within a trial (``--repeats`` gives several)."""
+
+    __tablename__ = "tuner_trial_runs"
+    __table_args__ = (UniqueConstraint("trial_id", "repeat"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("tuner_trials.id"), index=True)
+    repeat: Mapped[int] = mapped_column(Integer)
+    output_tokens_per_s: Mapped[float] = mapped_column(Float)
+    failed_requests: Mapped[int] = mapped_column(Integer)
+    ttft_mean_s: Mapped[float | None] = mapped_column(Float)
+    tpot_mean_s: Mapped[float | None] = mapped_column(Float)
+    tpot_p50_s: Mapped[float | None] = mapped_column(Float)
+    e2e_p50_s: Mapped[float | None] = mapped_column(Float)
+    acceptance_rate: Mapped[float | None] = mapped_column(Float)
+    mean_acceptance_length: Mapped[float | None] = mapped_column(Float)
+    server_generation_tokens: Mapped[int] = mapped_column(Integer)
+    output_digests: Mapped[dict] = mapped_column(JSON)  # request id -> digest of the greedy text
+
+    trial: Mapped[TrialRecord] = relationship(back_populates="runs")

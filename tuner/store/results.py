@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, selectinload
 
-from tuner.store.models import StudyRun, TargetModel, TrialMetrics, TrialRecord, WorkloadRecord
+from tuner.store.models import StudyRun, TargetModel, TrialMetrics, TrialRecord, TrialRun, WorkloadRecord
 from tuner.trial import Measurement
 from tuner.workload import Workload
 
@@ -43,6 +43,10 @@ class TrialRow:
     vllm_version: str | None
     host: str
     server_args: list[str]
+    repeats: int = 1
+    tokens_per_s_mad: float | None = None
+    tokens_per_s_ci: tuple[float, float] | None = None
+    greedy_match_rate: float | None = None
 
 
 class ResultStore:
@@ -93,8 +97,9 @@ class ResultStore:
             trial.status, trial.failure_cause, trial.finished_at = status, cause, _now()
             trial.server_log_path = log_path or trial.server_log_path
 
-    def complete_trial(self, trial_id: int, m: Measurement) -> None:
-        s, a = m.summary, m.acceptance
+    def complete_trial(self, trial_id: int, m: Measurement, greedy_match_rate: float | None = None) -> None:
+        """Store every run, and the trial's figures: the median run's, with the spread of tokens/s."""
+        s, a, tps = m.summary, m.acceptance, m.tokens_per_s
 
         def pct(stats, name):
             return getattr(stats, name) if stats else None
@@ -105,7 +110,7 @@ class ResultStore:
             trial.server_log_path, trial.startup_s = m.server.log_path, m.server.startup_s
             trial.replay_s, trial.vllm_version = s.duration_s, m.server.vllm_version
             session.add(TrialMetrics(
-                trial_id=trial_id, output_tokens_per_s=s.output_tokens_per_s,
+                trial_id=trial_id, output_tokens_per_s=tps.median,
                 requests_per_s=s.requests_per_s, requests=s.requests, failed_requests=s.failed,
                 output_tokens=s.output_tokens,
                 ttft_p50_s=pct(s.ttft, "p50"), ttft_p90_s=pct(s.ttft, "p90"), ttft_p99_s=pct(s.ttft, "p99"),
@@ -117,8 +122,37 @@ class ResultStore:
                 per_position_acceptance=list(a.per_position) if a else None,
                 drafts=a.drafts if a else None, draft_tokens=a.draft_tokens if a else None,
                 accepted_tokens=a.accepted_tokens if a else None,
-                server_generation_tokens=m.server_generation_tokens,
+                server_generation_tokens=sum(r.server_generation_tokens for r in m.runs) // len(m.runs),
+                repeats=tps.n, tokens_per_s_mad=tps.mad, tokens_per_s_ci_low=tps.ci_low,
+                tokens_per_s_ci_high=tps.ci_high, greedy_match_rate=greedy_match_rate,
             ))
+            for run in m.runs:
+                rs, ra = run.summary, run.acceptance
+                session.add(TrialRun(
+                    trial_id=trial_id, repeat=run.repeat, output_tokens_per_s=rs.output_tokens_per_s,
+                    failed_requests=rs.failed, ttft_mean_s=pct(rs.ttft, "mean"),
+                    tpot_mean_s=pct(rs.tpot, "mean"), tpot_p50_s=pct(rs.tpot, "p50"),
+                    e2e_p50_s=pct(rs.e2e, "p50"),
+                    acceptance_rate=ra.acceptance_rate if ra else None,
+                    mean_acceptance_length=ra.mean_acceptance_length if ra else None,
+                    server_generation_tokens=run.server_generation_tokens,
+                    output_digests={r.request_id: r.text_digest for r in run.requests
+                                    if r.ok and r.greedy and r.text_digest},
+                ))
+
+    def baseline_digests(self, study_name: str) -> dict[str, str] | None:
+        """Greedy output digests of the study's completed baseline (its first run), if any."""
+        query = (select(TrialRun).join(TrialRecord).join(StudyRun)
+                 .where(StudyRun.study_name == study_name, TrialRecord.status == "complete",
+                        TrialRun.repeat == 0)
+                 .options(selectinload(TrialRun.trial))
+                 .order_by(TrialRecord.id.desc()))
+        with Session(self.engine) as session:
+            # A JSON null is not SQL NULL, so the baseline (config None) is picked here.
+            for run in session.scalars(query):
+                if run.trial.config is None:
+                    return dict(run.output_digests)
+        return None
 
     def mark_stale_running(self, study_name: str) -> int:
         """Trials left 'running' by a process that died are 'interrupted'; returns how many."""
@@ -165,4 +199,9 @@ class ResultStore:
             per_position=m.per_position_acceptance if m else None,
             finished_at=t.finished_at, vllm_version=t.vllm_version, host=run.host,
             server_args=list(run.server_args),
+            repeats=m.repeats if m else 1,
+            tokens_per_s_mad=m.tokens_per_s_mad if m else None,
+            tokens_per_s_ci=(m.tokens_per_s_ci_low, m.tokens_per_s_ci_high)
+            if m and m.tokens_per_s_ci_low is not None else None,
+            greedy_match_rate=m.greedy_match_rate if m else None,
         )

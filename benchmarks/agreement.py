@@ -1,0 +1,413 @@
+"""Does the tuner measure what ``vllm bench serve`` measures?
+
+One real vLLM server (tuner.engine.VllmServer, always stopped on exit) is measured in turn by
+vLLM's own benchmark client and by the tuner's measurement path, on the same prompts, the same
+output lengths (each request's ``output_tokens``, generated in full with ``ignore_eos``), the same
+sampling and the same concurrency. The runs alternate (vllm, tuner, vllm, tuner, ...) so the
+machine's noise shows, and nothing is reset between them (prefix-cache reset needs
+``VLLM_SERVER_DEV_MODE=1``, which the tuner never sets).
+
+- vLLM: ``vllm.benchmarks.serve.main`` called in this process (the ``vllm`` console script does not
+  start with the CPU build), custom JSONL dataset in workload order (``--disable-shuffle``), the
+  prompts as they are (``--skip-chat-template``), per-request lengths (``--custom-output-len -1``),
+  ``--num-warmups`` warm-up requests, acceptance from its own ``/metrics`` deltas.
+- tuner: the steps of ``tuner.trial.measure_config`` on the running server: warm-up replay,
+  ``scrape_counters``, ``replay``, ``scrape_counters``, ``summarize`` and ``acceptance_between``.
+
+The table compares output tokens/s, mean TPOT, mean TTFT, acceptance rate and mean acceptance
+length, and checks the targets: tokens/s and TPOT within 5 %, acceptance rate within 0.01
+absolute and mean acceptance length within 1 %. Exit code 0 when every target is met, 1 if not.
+
+    .venv/bin/python benchmarks/agreement.py                    # ngram k=3 on workloads/code.jsonl
+    .venv/bin/python benchmarks/agreement.py --spec \\
+        '{"method": "draft_model", "model": ".models/draft", "num_speculative_tokens": 3}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+# The caller (Makefile) normally sets these; defaults for a direct run. Set before vLLM is imported
+# here and before the server starts (it inherits this environment).
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a file from the repository: `tuner` is importable either way
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from tuner.engine import ServerOptions, SpecConfig, VllmServer  # noqa: E402
+from tuner.errors import TunerError  # noqa: E402
+from tuner.metrics import acceptance_between, scrape_counters  # noqa: E402
+from tuner.replay import LoadSpec, replay, summarize  # noqa: E402
+from tuner.trial import MeasureSettings  # noqa: E402
+from tuner.workload import Request, load_workload  # noqa: E402
+
+DEFAULT_SPEC = {"method": "ngram", "num_speculative_tokens": 3,
+                "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+DEFAULT_SERVER_ARGS = ["--enforce-eager", "--max-model-len=1024"]
+SPEED_TOLERANCE = 0.05  # tokens/s and TPOT: tuner/vllm within 5 %
+RATE_TOLERANCE = 0.01  # acceptance rate: absolute difference
+LENGTH_TOLERANCE = 0.01  # mean acceptance length: relative difference
+
+console = Console(width=max(Console().width, 150))
+
+
+@dataclass
+class RunFigures:
+    """What one run of one tool measured; times in milliseconds, acceptance None without drafts."""
+
+    tool: str  # "vllm" or "tuner"
+    round: int
+    duration_s: float
+    completed: int
+    failed: int
+    output_tokens: int
+    output_tokens_per_s: float
+    mean_tpot_ms: float
+    mean_ttft_ms: float
+    mean_e2e_ms: float
+    acceptance_rate: float | None
+    acceptance_length: float | None
+    drafts: int | None
+    draft_tokens: int | None
+    accepted_tokens: int | None
+    per_position: list[float] | None
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", default="workloads/code.jsonl",
+                        help="JSONL workload with completions prompts and output_tokens")
+    parser.add_argument("--model", default=".models/target", help="target model (path or name)")
+    parser.add_argument("--spec", default=json.dumps(DEFAULT_SPEC),
+                        help="speculative config JSON, or 'none' for no speculation "
+                             "(default: %(default)s)")
+    parser.add_argument("--concurrency", type=int, default=2, help="closed-loop clients (default 2)")
+    parser.add_argument("--requests", type=int, default=None,
+                        help="measure only the first N requests of the workload (default all)")
+    parser.add_argument("--warmup", type=int, default=MeasureSettings().warmup,
+                        help="warm-up requests before each run, excluded (default: the tuner's)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="alternating vllm/tuner rounds on the one server (default 2)")
+    parser.add_argument("--server-arg", action="append", default=None, metavar="ARG",
+                        help=f"server argument, repeatable (default: {' '.join(DEFAULT_SERVER_ARGS)})")
+    parser.add_argument("--out-dir", default=None,
+                        help="where the dataset, both tools' results and vLLM's printout are kept "
+                             "(default .tuner/agreement/<time>)")
+    parser.add_argument("--log-dir", default=".tuner/logs", help="server log folder")
+    args = parser.parse_args(argv)
+    if args.concurrency < 1 or args.rounds < 1 or args.warmup < 0:
+        parser.error("--concurrency and --rounds must be >= 1, --warmup >= 0")
+    return args
+
+
+def load_requests(path: str, limit: int | None) -> list[Request]:
+    """The workload's requests, checked for what both tools can send identically."""
+    requests = list(load_workload(path).requests)[:limit]
+    if any(r.is_chat for r in requests):
+        raise TunerError(f"{path}: chat requests ('messages') cannot be given to vllm bench's custom "
+                         "dataset as they are; use a workload of completions prompts")
+    if any(r.output_tokens is None for r in requests):
+        raise TunerError(f"{path}: every request needs 'output_tokens' (replayed with ignore_eos)")
+    sampling = {(r.temperature, r.top_p, r.seed) for r in requests}
+    if len(sampling) != 1:
+        raise TunerError(f"{path}: vllm bench sends one set of sampling parameters; the workload's "
+                         f"requests differ in (temperature, top_p, seed): {sorted(map(str, sampling))}")
+    return requests
+
+
+def parse_spec(text: str) -> SpecConfig | None:
+    return None if text.strip().lower() == "none" else SpecConfig.from_json(text)
+
+
+def write_dataset(requests: list[Request], path: Path) -> None:
+    """vLLM's custom dataset: one {"prompt", "output_tokens"} object per line, workload order."""
+    with path.open("w", encoding="utf-8") as out:
+        for r in requests:
+            out.write(json.dumps({"prompt": r.prompt, "output_tokens": r.output_tokens}) + "\n")
+
+
+# ---------------------------------------------------------------- vLLM's benchmark client
+
+
+def vllm_bench_argv(base_url: str, model: str, dataset: Path, requests: list[Request],
+                    concurrency: int, warmup: int, result_dir: Path, name: str) -> list[str]:
+    first = requests[0]
+    argv = [
+        "--backend", "openai", "--base-url", base_url, "--endpoint", "/v1/completions",
+        "--model", model,
+        "--dataset-name", "custom", "--dataset-path", str(dataset),
+        "--custom-output-len", "-1",  # -1: each request's own output_tokens
+        "--skip-chat-template", "--disable-shuffle", "--num-prompts", str(len(requests)),
+        "--max-concurrency", str(concurrency), "--request-rate", "inf",
+        "--ignore-eos", "--num-warmups", str(warmup),
+        "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
+        "--save-result", "--save-detailed", "--result-dir", str(result_dir),
+        "--result-filename", f"{name}.json", "--label", name, "--disable-tqdm",
+    ]
+    if first.temperature is not None:
+        argv += ["--temperature", str(first.temperature)]
+    if first.top_p is not None:
+        argv += ["--top-p", str(first.top_p)]
+    if first.seed is not None:
+        argv += ["--extra-body", json.dumps({"seed": first.seed})]
+    return argv
+
+
+def run_vllm_bench(argv: list[str], printout: Path) -> dict[str, Any]:
+    """``vllm bench serve`` from Python; its own printout goes to a file, its result dict back."""
+    from vllm.benchmarks.serve import add_cli_args, main
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser()
+    add_cli_args(parser)
+    args = parser.parse_args(argv)
+    with printout.open("w", encoding="utf-8") as out, contextlib.redirect_stdout(out):
+        return main(args)
+
+
+def vllm_figures(result: dict[str, Any], round_: int) -> RunFigures:
+    has_spec = "spec_decode_acceptance_rate" in result
+    return RunFigures(
+        tool="vllm", round=round_, duration_s=result["duration"],
+        completed=result["completed"], failed=result["failed"],
+        output_tokens=result["total_output_tokens"],
+        output_tokens_per_s=result["output_throughput"],
+        mean_tpot_ms=result["mean_tpot_ms"], mean_ttft_ms=result["mean_ttft_ms"],
+        mean_e2e_ms=result["mean_e2el_ms"],
+        acceptance_rate=result["spec_decode_acceptance_rate"] / 100 if has_spec else None,  # percent
+        acceptance_length=result.get("spec_decode_acceptance_length"),
+        drafts=result.get("spec_decode_num_drafts"),
+        draft_tokens=result.get("spec_decode_draft_tokens"),
+        accepted_tokens=result.get("spec_decode_accepted_tokens"),
+        per_position=result.get("spec_decode_per_position_acceptance_rates"),
+    )
+
+
+# ---------------------------------------------------------------- the tuner's path
+
+
+def run_tuner(server: VllmServer, model: str, requests: list[Request], concurrency: int,
+              warmup: int, k: int | None, round_: int, save_to: Path) -> RunFigures:
+    """What tuner.trial.measure_config does once the server is up, on this server."""
+    settings = MeasureSettings(load=LoadSpec("concurrency", concurrency), warmup=warmup)
+    base = server.base_url
+    if settings.warmup > 0:
+        warm = list(itertools.islice(itertools.cycle(requests), settings.warmup))
+        replay(base, model, warm, LoadSpec("concurrency", settings.load.concurrency),
+               request_timeout_s=settings.request_timeout_s,
+               default_max_tokens=settings.default_max_tokens)
+    before = scrape_counters(base)
+    results, duration = replay(base, model, requests, settings.load,
+                               request_timeout_s=settings.request_timeout_s,
+                               default_max_tokens=settings.default_max_tokens)
+    after = scrape_counters(base)
+    summary = summarize(results, duration)
+    acceptance = acceptance_between(before, after, k)
+    save_to.write_text(json.dumps({
+        "summary": asdict(summary), "acceptance": asdict(acceptance) if acceptance else None,
+        "server_generation_tokens": after.generation_tokens - before.generation_tokens,
+        "requests": [asdict(r) for r in results],
+    }, indent=1))
+    ms = lambda p: p.mean * 1000 if p else float("nan")  # noqa: E731
+    return RunFigures(
+        tool="tuner", round=round_, duration_s=summary.duration_s,
+        completed=summary.completed, failed=summary.failed, output_tokens=summary.output_tokens,
+        output_tokens_per_s=summary.output_tokens_per_s,
+        mean_tpot_ms=ms(summary.tpot), mean_ttft_ms=ms(summary.ttft), mean_e2e_ms=ms(summary.e2e),
+        acceptance_rate=acceptance.acceptance_rate if acceptance else None,
+        acceptance_length=acceptance.mean_acceptance_length if acceptance else None,
+        drafts=acceptance.drafts if acceptance else None,
+        draft_tokens=acceptance.draft_tokens if acceptance else None,
+        accepted_tokens=acceptance.accepted_tokens if acceptance else None,
+        per_position=list(acceptance.per_position) if acceptance else None,
+    )
+
+
+# ---------------------------------------------------------------- comparison
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One compared figure: how to read it from a run, how to print it and its target."""
+
+    label: str
+    get: Callable[[RunFigures], float | None]
+    fmt: str
+    target: str  # "ratio" (|tuner/vllm - 1|), "abs" (|tuner - vllm|), "rel" (|diff| / vllm), ""
+    tolerance: float = 0.0
+
+
+FIGURES = [
+    Figure("output tokens/s", lambda r: r.output_tokens_per_s, "{:.1f}", "ratio", SPEED_TOLERANCE),
+    Figure("mean TPOT ms", lambda r: r.mean_tpot_ms, "{:.3f}", "ratio", SPEED_TOLERANCE),
+    Figure("mean TTFT ms", lambda r: r.mean_ttft_ms, "{:.2f}", "ratio"),
+    Figure("acceptance rate", lambda r: r.acceptance_rate, "{:.4f}", "abs", RATE_TOLERANCE),
+    Figure("mean acceptance length", lambda r: r.acceptance_length, "{:.4f}", "rel",
+           LENGTH_TOLERANCE),
+]
+INFO = [  # shown for context, no target
+    Figure("mean e2e ms", lambda r: r.mean_e2e_ms, "{:.2f}", "ratio"),
+    Figure("duration s", lambda r: r.duration_s, "{:.3f}", "ratio"),
+    Figure("output tokens", lambda r: r.output_tokens, "{:.0f}", "ratio"),
+    Figure("completed / failed", lambda r: r.completed, "{:.0f}", ""),
+    Figure("drafts", lambda r: r.drafts, "{:.0f}", "ratio"),
+    Figure("draft tokens", lambda r: r.draft_tokens, "{:.0f}", "ratio"),
+    Figure("accepted tokens", lambda r: r.accepted_tokens, "{:.0f}", "ratio"),
+]
+
+
+def compare(figure: Figure, vllm: list[float], tuner: list[float]) -> tuple[str, str, str]:
+    """(tuner vs vllm over the means of all rounds, per-round pairs, met?) as printed text."""
+    if not vllm or not tuner:
+        return "-", "-", "n/a"
+    v, t = statistics.mean(vllm), statistics.mean(tuner)
+    pairs = list(zip(vllm, tuner))
+    if figure.target == "abs":
+        text, rounds = f"{t - v:+.4f}", " ".join(f"{b - a:+.4f}" for a, b in pairs)
+        off = abs(t - v)
+    elif figure.target == "rel":
+        text, rounds = f"{t - v:+.4f}", " ".join(f"{b - a:+.4f}" for a, b in pairs)
+        off = abs(t - v) / v if v else float("inf")
+    elif figure.target == "ratio":
+        text = f"{t / v:.3f}x" if v else "-"
+        rounds = " ".join(f"{b / a:.3f}" if a else "-" for a, b in pairs)
+        off = abs(t / v - 1) if v else float("inf")
+    else:
+        return "-", "-", ""
+    if not figure.tolerance:
+        return text, rounds, ""
+    return text, rounds, "[green]yes[/]" if off <= figure.tolerance else "[red]NO[/]"
+
+
+def target_text(figure: Figure) -> str:
+    if not figure.tolerance:
+        return ""
+    if figure.target == "ratio":
+        return f"±{figure.tolerance:.0%}"
+    if figure.target == "abs":
+        return f"±{figure.tolerance:g} abs"
+    return f"±{figure.tolerance:.0%}"
+
+
+def results_table(runs: list[RunFigures], title: str) -> tuple[Table, bool]:
+    """The side-by-side table and whether every target was met."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("figure")
+    ordered = sorted(runs, key=lambda r: (r.round, r.tool != "vllm"))
+    for run in ordered:
+        table.add_column(f"{run.tool} #{run.round}", justify="right")
+    for name in ("tuner vs vllm", "per round", "target", "met"):
+        table.add_column(name, justify="right")
+    all_met = True
+    for figure in FIGURES + INFO:
+        values = [figure.get(r) for r in ordered]
+        cells = ["-" if v is None else figure.fmt.format(v) for v in values]
+        if figure.label == "completed / failed":
+            cells = [f"{r.completed} / {r.failed}" for r in ordered]
+        vllm = [v for r, v in zip(ordered, values) if r.tool == "vllm" and v is not None]
+        tuner = [v for r, v in zip(ordered, values) if r.tool == "tuner" and v is not None]
+        versus, per_round, met = compare(figure, vllm, tuner)
+        if figure in FIGURES:
+            all_met &= met in ("", "n/a") or "yes" in met
+        if figure is INFO[0]:
+            table.add_section()
+        table.add_row(figure.label, *cells, versus, per_round, target_text(figure), met)
+    return table, all_met
+
+
+def per_position_table(runs: list[RunFigures]) -> Table | None:
+    if not any(r.per_position for r in runs):
+        return None
+    table = Table(title="per-position acceptance (accepted at position i / drafts)",
+                  title_justify="left")
+    table.add_column("run")
+    table.add_column("p_0 .. p_k-1")
+    for run in sorted(runs, key=lambda r: (r.round, r.tool != "vllm")):
+        table.add_row(f"{run.tool} #{run.round}",
+                      " ".join(f"{p:.4f}" for p in run.per_position or []))
+    return table
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    requests = load_requests(args.workload, args.requests)
+    spec = parse_spec(args.spec)
+    out_dir = Path(args.out_dir or f".tuner/agreement/{datetime.now():%Y%m%d-%H%M%S}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dataset = out_dir / "dataset.jsonl"
+    write_dataset(requests, dataset)
+    import vllm.benchmarks.serve  # noqa: F401  (fail before the server starts if it is missing)
+
+    options = ServerOptions(server_args=args.server_arg or DEFAULT_SERVER_ARGS,
+                            log_dir=Path(args.log_dir))
+    server = VllmServer(args.model, spec, options)
+    load_before = os.getloadavg()
+    console.print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} "
+                  f"{load_before[2]:.2f}; starting vLLM ({server.label}) ...")
+    runs: list[RunFigures] = []
+    with server:
+        console.print(f"server ready in {server.startup_s:.0f} s at {server.base_url}, "
+                      f"log {server.log_path}")
+        for round_ in range(1, args.rounds + 1):
+            name = f"vllm-{round_}"
+            started = time.monotonic()
+            result = run_vllm_bench(
+                vllm_bench_argv(server.base_url, args.model, dataset, requests, args.concurrency,
+                                args.warmup, out_dir, name), out_dir / f"{name}.txt")
+            runs.append(vllm_figures(result, round_))
+            console.print(f"vllm #{round_}: {runs[-1].output_tokens_per_s:.1f} tok/s "
+                          f"({time.monotonic() - started:.0f} s)")
+            started = time.monotonic()
+            runs.append(run_tuner(server, args.model, requests, args.concurrency, args.warmup,
+                                  spec.k if spec else None, round_, out_dir / f"tuner-{round_}.json"))
+            console.print(f"tuner #{round_}: {runs[-1].output_tokens_per_s:.1f} tok/s "
+                          f"({time.monotonic() - started:.0f} s)")
+        if not server.alive():
+            raise TunerError(f"the vLLM server died during the runs; see {server.log_path}")
+    load_after = os.getloadavg()
+
+    title = (f"{args.model} | {server.label} | {Path(args.workload).name} ({len(requests)} requests, "
+             f"output_tokens with ignore_eos) | concurrency {args.concurrency} | "
+             f"warm-up {args.warmup} per run")
+    table, all_met = results_table(runs, title)
+    console.print(table)
+    if (positions := per_position_table(runs)) is not None:
+        console.print(positions)
+    console.print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} "
+                  f"{load_before[2]:.2f}, after {load_after[0]:.2f} {load_after[1]:.2f} "
+                  f"{load_after[2]:.2f} ({os.cpu_count()} cores)")
+    console.print(f"results, dataset and vLLM's printout: {out_dir}; server log: {server.log_path}")
+    console.print("every target met" if all_met else "[red]some targets NOT met[/]")
+    return 0 if all_met else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except TunerError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        sys.exit(exc.exit_code)

@@ -1,0 +1,36 @@
+import pytest
+
+from tuner.stats import RepeatStats, bootstrap_ci, mad, repeat_stats, tied
+
+
+def test_median_and_mad_on_known_data():
+    s = repeat_stats([10.0, 12.0, 11.0, 30.0, 9.0])
+    assert s.median == 11.0
+    # |x - 11| = 1, 1, 0, 19, 2 -> median 1 -> scaled 1.4826
+    assert s.mad == pytest.approx(1.4826)
+    assert s.score == pytest.approx(11.0 - 1.4826)
+    assert mad([5.0, 5.0, 5.0]) == 0.0
+
+
+def test_bootstrap_interval_contains_the_median_and_is_reproducible():
+    values = [100.0, 102.0, 98.0, 101.0, 99.0, 103.0, 97.0]
+    low, high = bootstrap_ci(values)
+    assert low <= 100.0 <= high
+    assert 97.0 <= low and high <= 103.0
+    assert (low, high) == bootstrap_ci(values)
+    assert bootstrap_ci([42.0]) == (42.0, 42.0)
+
+
+def test_single_run_has_no_spread():
+    s = repeat_stats([250.0])
+    assert (s.n, s.median, s.mad, s.ci_low, s.ci_high, s.score) == (1, 250.0, 0.0, 250.0, 250.0, 250.0)
+
+
+def test_tie_rule():
+    a = RepeatStats(3, 100.0, 0.0, 100.0, 100.0)
+    assert tied(a, RepeatStats(3, 100.9, 0.0, 0, 0), margin=0.01)
+    assert not tied(a, RepeatStats(3, 102.0, 0.0, 0, 0), margin=0.01)
+    # A spread as large as the gap makes it a tie.
+    assert tied(a, RepeatStats(3, 105.0, 4.0, 0, 0), margin=0.01)
+    with pytest.raises(ValueError):
+        repeat_stats([])
