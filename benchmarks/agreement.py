@@ -88,6 +88,7 @@ class RunFigures:
     draft_tokens: int | None
     accepted_tokens: int | None
     per_position: list[float] | None
+    client_cpu_s: float = float("nan")  # CPU time of this process over warm-up + run
 
 
 # ---------------------------------------------------------------- inputs
@@ -174,19 +175,49 @@ def vllm_bench_argv(base_url: str, model: str, dataset: Path, requests: list[Req
     return argv
 
 
-def run_vllm_bench(argv: list[str], printout: Path) -> dict[str, Any]:
-    """``vllm bench serve`` from Python; its own printout goes to a file, its result dict back."""
-    from vllm.benchmarks.serve import add_cli_args, main
+def check_vllm_bench() -> None:
+    """Fail before the server starts if vllm bench or its custom dataset's pandas is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise TunerError("vLLM is not installed in this Python; run it with .venv/bin/python")
+    if importlib.util.find_spec("pandas") is None:
+        raise TunerError("vllm bench's custom dataset reads JSONL with pandas (vLLM's [bench] "
+                         "extra), which is not installed: .venv/bin/pip install pandas")
+
+
+def run_vllm_bench(argv: list[str], printout: Path) -> tuple[dict[str, Any], float]:
+    """``vllm bench serve`` from Python: its result dict and the client CPU seconds it used.
+
+    Its own printout goes to a file. The CPU time covers vLLM's ``benchmark()`` coroutine
+    (warm-up and run, as for the tuner), not its tokenizer loading and dataset sampling.
+    """
+    from vllm.benchmarks import serve
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     parser = FlexibleArgumentParser()
-    add_cli_args(parser)
+    serve.add_cli_args(parser)
     args = parser.parse_args(argv)
-    with printout.open("w", encoding="utf-8") as out, contextlib.redirect_stdout(out):
-        return main(args)
+    cpu = {"s": float("nan")}
+    benchmark = serve.benchmark
+
+    async def timed_benchmark(*a: Any, **kw: Any) -> Any:
+        started = time.process_time()
+        try:
+            return await benchmark(*a, **kw)
+        finally:
+            cpu["s"] = time.process_time() - started
+
+    serve.benchmark = timed_benchmark  # main_async looks it up in the module at call time
+    try:
+        with printout.open("w", encoding="utf-8") as out, contextlib.redirect_stdout(out):
+            result = serve.main(args)
+    finally:
+        serve.benchmark = benchmark
+    return result, cpu["s"]
 
 
-def vllm_figures(result: dict[str, Any], round_: int) -> RunFigures:
+def vllm_figures(result: dict[str, Any], round_: int, cpu_s: float) -> RunFigures:
     has_spec = "spec_decode_acceptance_rate" in result
     return RunFigures(
         tool="vllm", round=round_, duration_s=result["duration"],
@@ -201,6 +232,7 @@ def vllm_figures(result: dict[str, Any], round_: int) -> RunFigures:
         draft_tokens=result.get("spec_decode_draft_tokens"),
         accepted_tokens=result.get("spec_decode_accepted_tokens"),
         per_position=result.get("spec_decode_per_position_acceptance_rates"),
+        client_cpu_s=cpu_s,
     )
 
 
@@ -212,6 +244,7 @@ def run_tuner(server: VllmServer, model: str, requests: list[Request], concurren
     """What tuner.trial.measure_config does once the server is up, on this server."""
     settings = MeasureSettings(load=LoadSpec("concurrency", concurrency), warmup=warmup)
     base = server.base_url
+    cpu_started = time.process_time()
     if settings.warmup > 0:
         warm = list(itertools.islice(itertools.cycle(requests), settings.warmup))
         replay(base, model, warm, LoadSpec("concurrency", settings.load.concurrency),
@@ -222,6 +255,7 @@ def run_tuner(server: VllmServer, model: str, requests: list[Request], concurren
                                request_timeout_s=settings.request_timeout_s,
                                default_max_tokens=settings.default_max_tokens)
     after = scrape_counters(base)
+    cpu_s = time.process_time() - cpu_started
     summary = summarize(results, duration)
     acceptance = acceptance_between(before, after, k)
     save_to.write_text(json.dumps({
@@ -241,6 +275,7 @@ def run_tuner(server: VllmServer, model: str, requests: list[Request], concurren
         draft_tokens=acceptance.draft_tokens if acceptance else None,
         accepted_tokens=acceptance.accepted_tokens if acceptance else None,
         per_position=list(acceptance.per_position) if acceptance else None,
+        client_cpu_s=cpu_s,
     )
 
 
@@ -271,6 +306,7 @@ INFO = [  # shown for context, no target
     Figure("duration s", lambda r: r.duration_s, "{:.3f}", "ratio"),
     Figure("output tokens", lambda r: r.output_tokens, "{:.0f}", "ratio"),
     Figure("completed / failed", lambda r: r.completed, "{:.0f}", ""),
+    Figure("client CPU s (warm-up + run)", lambda r: r.client_cpu_s, "{:.2f}", "ratio"),
     Figure("drafts", lambda r: r.drafts, "{:.0f}", "ratio"),
     Figure("draft tokens", lambda r: r.draft_tokens, "{:.0f}", "ratio"),
     Figure("accepted tokens", lambda r: r.accepted_tokens, "{:.0f}", "ratio"),
@@ -360,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     dataset = out_dir / "dataset.jsonl"
     write_dataset(requests, dataset)
-    import vllm.benchmarks.serve  # noqa: F401  (fail before the server starts if it is missing)
+    check_vllm_bench()
 
     options = ServerOptions(server_args=args.server_arg or DEFAULT_SERVER_ARGS,
                             log_dir=Path(args.log_dir))
@@ -375,10 +411,10 @@ def main(argv: list[str] | None = None) -> int:
         for round_ in range(1, args.rounds + 1):
             name = f"vllm-{round_}"
             started = time.monotonic()
-            result = run_vllm_bench(
+            result, cpu_s = run_vllm_bench(
                 vllm_bench_argv(server.base_url, args.model, dataset, requests, args.concurrency,
                                 args.warmup, out_dir, name), out_dir / f"{name}.txt")
-            runs.append(vllm_figures(result, round_))
+            runs.append(vllm_figures(result, round_, cpu_s))
             console.print(f"vllm #{round_}: {runs[-1].output_tokens_per_s:.1f} tok/s "
                           f"({time.monotonic() - started:.0f} s)")
             started = time.monotonic()
@@ -407,7 +443,12 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        code = main()
     except TunerError as exc:
         console.print(f"[red]error:[/] {exc}")
-        sys.exit(exc.exit_code)
+        code = exc.exit_code
+    # The server is stopped by now. Skip the interpreter's teardown: Triton, imported with vLLM,
+    # prints dozens of "nanobind: leaked ..." lines at exit that would bury the table.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -15,8 +15,10 @@ and reports the requests/s and output tokens/s each client sustains on one CPU c
   at once.
 - Each client run is a fresh child process pinned to core 0. The two clients alternate
   (ours, vLLM's, ours, vLLM's, ...); each reports its own duration and throughput.
-- The server's CPU time over each run, divided by the client's measured duration, shows how
-  busy core 1 was: well below 100 % means the server was not what limited the run.
+- CPU seconds divided by the client's measured duration show how busy each core was: the
+  server well below 100 % means the server was not what limited the run; the client near 100 %
+  means the client was (as it should be here), and clearly below 100 % means something else
+  took core 0 from it (the machine was not quiet) or it waited on the server.
 
 Run from the repository root with the project's venv::
 
@@ -197,7 +199,13 @@ class ClientRun:
     output_tokens: int
     requests_per_s: float
     tokens_per_s: float
+    client_cpu_s: float = 0.0  # the client process's CPU seconds over the timed window
     server_cpu_s: float = 0.0
+
+    @property
+    def client_busy(self) -> float:
+        """Share of core 0 the client used; near 100 % means the client itself was the limit."""
+        return self.client_cpu_s / self.duration_s if self.duration_s > 0 else 0.0
 
     @property
     def server_busy(self) -> float:
@@ -214,6 +222,7 @@ def run_ours(base_url: str, workload: Workload, profile_path: str | None) -> dic
     requests = [Request(line=i + 1, prompt=f"{i} {prompt}", output_tokens=workload.output_len)
                 for i in range(workload.requests)]
     load = LoadSpec("concurrency", workload.concurrency)
+    cpu_before = time.process_time()
     if profile_path:
         import cProfile
         profiler = cProfile.Profile()
@@ -221,10 +230,11 @@ def run_ours(base_url: str, workload: Workload, profile_path: str | None) -> dic
         profiler.dump_stats(profile_path)
     else:
         results, duration = replay(base_url, MODEL_NAME, requests, load)
+    client_cpu = time.process_time() - cpu_before
     summary = summarize(results, duration)
     return {"duration_s": duration, "completed": summary.completed, "failed": summary.failed,
             "output_tokens": summary.output_tokens, "requests_per_s": summary.requests_per_s,
-            "tokens_per_s": summary.output_tokens_per_s}
+            "tokens_per_s": summary.output_tokens_per_s, "client_cpu_s": client_cpu}
 
 
 def vllm_bench_argv(base_url: str, workload: Workload) -> list[str]:
@@ -242,16 +252,28 @@ def vllm_bench_argv(base_url: str, workload: Workload) -> list[str]:
 
 def run_vllm(base_url: str, workload: Workload, profile_path: str | None) -> dict[str, Any]:
     """``vllm bench serve`` from Python (the CPU build has no working ``vllm`` command)."""
-    from vllm.benchmarks.serve import add_cli_args, main
+    from vllm.benchmarks import serve
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     parser = FlexibleArgumentParser()
-    add_cli_args(parser)
-    result = main(parser.parse_args(vllm_bench_argv(base_url, workload)))
+    serve.add_cli_args(parser)
+    cpu = {}
+    benchmark = serve.benchmark
+
+    async def timed_benchmark(*args: Any, **kwargs: Any) -> Any:
+        """serve.benchmark is the timed part of ``vllm bench serve``; count its CPU seconds."""
+        start = time.process_time()
+        try:
+            return await benchmark(*args, **kwargs)
+        finally:
+            cpu["client_cpu_s"] = time.process_time() - start
+
+    serve.benchmark = timed_benchmark
+    result = serve.main(parser.parse_args(vllm_bench_argv(base_url, workload)))
     return {"duration_s": result["duration"], "completed": result["completed"],
             "failed": result["failed"], "output_tokens": result["total_output_tokens"],
             "requests_per_s": result["request_throughput"],
-            "tokens_per_s": result["output_throughput"]}
+            "tokens_per_s": result["output_throughput"], **cpu}
 
 
 CLIENTS = {"ours": run_ours, "vllm": run_vllm}
@@ -311,7 +333,8 @@ def results_table(runs: list[ClientRun], workload: Workload, title: str):
     vllm = [r for r in runs if r.client == "vllm"]
     table = Table(title=title)
     for column in ("run", "ours req/s", "vLLM req/s", "ratio", "ours tok/s", "vLLM tok/s",
-                   "ratio", "ours ok/failed", "vLLM ok/failed", "server busy ours/vLLM"):
+                   "ratio", "ours ok/failed", "vLLM ok/failed", "client core busy ours/vLLM",
+                   "server core busy ours/vLLM"):
         table.add_column(column, justify="left" if column == "run" else "right")
     for index, (mine, theirs) in enumerate(zip(ours, vllm), start=1):
         table.add_row(
@@ -321,6 +344,7 @@ def results_table(runs: list[ClientRun], workload: Workload, title: str):
             f"{mine.tokens_per_s:,.0f}", f"{theirs.tokens_per_s:,.0f}",
             _ratio(mine.tokens_per_s, theirs.tokens_per_s),
             f"{mine.completed}/{mine.failed}", f"{theirs.completed}/{theirs.failed}",
+            f"{mine.client_busy:.0%} / {theirs.client_busy:.0%}",
             f"{mine.server_busy:.0%} / {theirs.server_busy:.0%}",
         )
     median = statistics.median
@@ -328,7 +352,7 @@ def results_table(runs: list[ClientRun], workload: Workload, title: str):
     ours_tps, vllm_tps = median(r.tokens_per_s for r in ours), median(r.tokens_per_s for r in vllm)
     table.add_row("median", f"{ours_rps:.1f}", f"{vllm_rps:.1f}", _ratio(ours_rps, vllm_rps),
                   f"{ours_tps:,.0f}", f"{vllm_tps:,.0f}", _ratio(ours_tps, vllm_tps),
-                  "", "", "", style="bold")
+                  "", "", "", "", style="bold")
     table.caption = (f"{workload.requests} requests, {workload.output_len} output tokens each, "
                      f"concurrency {workload.concurrency}; client on core {CLIENT_CORE}, "
                      f"server on core {SERVER_CORE}")
@@ -386,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
                                  log_dir / f"{client}-{index}.log")
                 console.print(f"  {client} run {index}: {run.requests_per_s:.1f} req/s, "
                               f"{run.tokens_per_s:,.0f} tok/s in {run.duration_s:.2f} s "
-                              f"(server busy {run.server_busy:.0%})")
+                              f"(client core busy {run.client_busy:.0%}, "
+                              f"server core busy {run.server_busy:.0%})")
                 runs.append(run)
         if args.profile:
             profiled = run_client("ours", base_url, workload, server.pid,

@@ -119,3 +119,25 @@ def test_a_config_that_cannot_start_is_stored_as_failed(tmp_path, tiny_models):
     assert failed.tokens_per_s is None
     assert answer["winner"]["label"] in {"baseline", "ngram k=2"}
     assert answer["baseline"]["tokens_per_s"] == pytest.approx(rows[0].tokens_per_s)
+
+
+def test_repeats_are_stored_with_their_spread_and_the_greedy_check(tmp_path, tiny_models):
+    answer = json.loads(run(optimize_cmd(tmp_path, tiny_models, "--method", "ngram", "--k", "2",
+                                         "--repeats", "2", "--json")).stdout)
+    rows = trials(tmp_path)
+    assert [r.status for r in rows] == ["complete", "complete"]
+    for r in rows:
+        assert r.repeats == 2 and r.tokens_per_s_mad is not None
+        low, high = r.tokens_per_s_ci
+        assert low <= r.tokens_per_s <= high
+    baseline, ngram = rows
+    assert baseline.greedy_match_rate is None
+    # Every workload request is greedy (temperature 0); the share matching the baseline is stored.
+    assert 0.0 <= ngram.greedy_match_rate <= 1.0
+    assert answer["baseline"]["repeats"] == 2
+    engine = open_database(f"sqlite:///{tmp_path / 'tuner.db'}")
+    with engine.connect() as connection:
+        runs = connection.exec_driver_sql(
+            "SELECT trial_id, repeat, output_tokens_per_s FROM tuner_trial_runs ORDER BY id").fetchall()
+    assert [(r[1]) for r in runs] == [0, 1, 0, 1]
+    assert all(r[2] > 0 for r in runs)

@@ -68,3 +68,39 @@ def test_winner_must_beat_the_noise():
     assert within_noise.serve_command() == "vllm serve m --max-model-len=1024"
     with pytest.raises(TunerError, match="no completed baseline"):
         choose([row(ngram, 100)])
+
+
+def test_tied_configs_go_to_the_smaller_k():
+    k2 = {"method": "ngram", "num_speculative_tokens": 2}
+    k4 = {"method": "ngram", "num_speculative_tokens": 4}
+    base, two, four = row(None, 100), row(k2, 139), row(k4, 140)
+    answer = choose([base, two, four], noise=0.02)
+    assert answer.best.config == k4  # the highest score...
+    assert answer.winner.config == k2  # ...but k=2 is within the noise of it, and smaller
+    assert answer.speedup == pytest.approx(1.39)
+
+
+def test_a_steady_config_beats_a_noisy_one_with_the_same_median():
+    from dataclasses import replace
+
+    k4 = {"method": "ngram", "num_speculative_tokens": 4}
+    k3 = {"method": "ngram", "num_speculative_tokens": 3}
+    noisy = replace(row(k4, 150), repeats=3, tokens_per_s_mad=40.0)
+    steady = replace(row(k3, 140), repeats=3, tokens_per_s_mad=1.0)
+    answer = choose([row(None, 100), noisy, steady], noise=0.0)
+    assert answer.best.config == k3  # score 139 against 110
+    assert answer.winner.config == k3
+    # The spread makes them tied; the smaller k would win a tie anyway, never the noisy k=4.
+    assert answer.speedup == pytest.approx(1.4)
+
+
+def test_greedy_match_rate():
+    from tuner.replay import RequestResult
+    from tuner.search.study import greedy_match_rate
+
+    def req(i, digest, greedy=True):
+        return RequestResult(f"r{i}", 0.0, ok=True, text_digest=digest, greedy=greedy, output_tokens=3)
+
+    baseline = {"r0": "a", "r1": "b", "r2": "c"}
+    assert greedy_match_rate(baseline, [req(0, "a"), req(1, "x"), req(2, "c"), req(3, "d")]) == pytest.approx(2 / 3)
+    assert greedy_match_rate(baseline, [req(0, "z", greedy=False)]) is None
