@@ -248,8 +248,19 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 def main() -> None:
     # SIGTERM (a scheduler or `kill`) takes the same path as Ctrl-C, so the server is stopped.
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    _quiet_optuna()
     app()
 
 
+def _quiet_optuna() -> None:
+    """Our own progress says what Optuna's INFO lines and its 'experimental' notes would."""
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

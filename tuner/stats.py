@@ -51,5 +51,7 @@ def repeat_stats(values: Sequence[float]) -> RepeatStats:
 
 
 def tied(a: RepeatStats, b: RepeatStats, margin: float) -> bool:
-    """Within the noise: medians closer than ``margin`` of the larger median plus both spreads."""
-    return abs(a.median - b.median) <= margin * max(a.median, b.median) + a.mad + b.mad
+    """Within the noise: medians closer than ``margin`` of the larger median plus the spread of
+    their difference (the root sum of squares of both MADs, as for independent noise)."""
+    spread = float(np.hypot(a.mad, b.mad))
+    return abs(a.median - b.median) <= margin * max(a.median, b.median) + spread

@@ -30,7 +30,9 @@ def test_tie_rule():
     a = RepeatStats(3, 100.0, 0.0, 100.0, 100.0)
     assert tied(a, RepeatStats(3, 100.9, 0.0, 0, 0), margin=0.01)
     assert not tied(a, RepeatStats(3, 102.0, 0.0, 0, 0), margin=0.01)
-    # A spread as large as the gap makes it a tie.
+    # A spread as large as the gap makes it a tie; spreads add as root sum of squares.
     assert tied(a, RepeatStats(3, 105.0, 4.0, 0, 0), margin=0.01)
+    assert tied(RepeatStats(3, 100.0, 3.0, 0, 0), RepeatStats(3, 105.0, 4.0, 0, 0), margin=0.0)
+    assert not tied(RepeatStats(3, 100.0, 3.0, 0, 0), RepeatStats(3, 106.0, 4.0, 0, 0), margin=0.0)
     with pytest.raises(ValueError):
         repeat_stats([])
