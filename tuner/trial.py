@@ -32,6 +32,7 @@ class MeasureSettings:
     load: LoadSpec = field(default_factory=LoadSpec)
     warmup: int = 2  # requests sent first and excluded: the first request after start is slow
     repeats: int = 1  # replays of the workload on the same server, prefix cache reset between
+    sampling_seed: int | None = 0  # seeds requests that sample without a seed of their own
 
     def __post_init__(self) -> None:
         if self.repeats < 1:
@@ -161,6 +162,8 @@ def measure_config(
     """Measure one configuration on a fresh vLLM server; the server is always stopped."""
     settings = settings or MeasureSettings()
     progress = progress or NoProgress()
+    if settings.sampling_seed is not None:
+        workload = workload.with_default_seeds(settings.sampling_seed)
     started_at = _now()
     server = VllmServer(model, spec, settings.server)
     server.checked_command()  # a bad --server-cmd fails before anything is shown or started

@@ -105,3 +105,10 @@ def test_shipped_workloads_load(name):
     assert len(workload) >= 40
     assert workload.has_arrivals
     assert all(r.is_chat for r in workload.requests) == (name == "chat")
+
+
+def test_default_seeds_only_for_sampled_requests_without_one(tmp_path):
+    path = write(tmp_path, '{"prompt": "a", "temperature": 0}', '{"prompt": "b", "temperature": 0.7}',
+                 '{"prompt": "c", "seed": 9}', '{"prompt": "d"}')
+    seeded = load_workload(path).with_default_seeds(100)
+    assert [r.seed for r in seeded.requests] == [None, 102, 9, 104]

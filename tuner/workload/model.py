@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,3 +45,12 @@ class Workload:
 
     def __len__(self) -> int:
         return len(self.requests)
+
+    def with_default_seeds(self, base: int) -> Workload:
+        """Give every sampled request without a seed the seed ``base + line``, so that each
+        configuration sees the same random draws (greedy requests need none)."""
+        requests = tuple(
+            replace(r, seed=base + r.line) if r.seed is None and r.temperature != 0 else r
+            for r in self.requests
+        )
+        return replace(self, requests=requests)
