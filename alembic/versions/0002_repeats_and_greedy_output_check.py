@@ -37,6 +37,9 @@ def upgrade() -> None:
     with op.batch_alter_table('tuner_trial_runs', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_tuner_trial_runs_trial_id'), ['trial_id'], unique=False)
 
+    with op.batch_alter_table('tuner_trials', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('server_command', sa.JSON(), nullable=True))
+
     with op.batch_alter_table('tuner_trial_metrics', schema=None) as batch_op:
         batch_op.add_column(sa.Column('repeats', sa.Integer(), server_default='1', nullable=False))
         batch_op.add_column(sa.Column('tokens_per_s_mad', sa.Float(), nullable=True))
@@ -60,4 +63,6 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f('ix_tuner_trial_runs_trial_id'))
 
     op.drop_table('tuner_trial_runs')
+    with op.batch_alter_table('tuner_trials', schema=None) as batch_op:
+        batch_op.drop_column('server_command')
     # ### end Alembic commands ###

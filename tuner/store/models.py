@@ -68,6 +68,7 @@ class TrialRecord(Base):
     status: Mapped[str] = mapped_column(String(20))  # running, complete, failed, interrupted
     failure_cause: Mapped[str | None] = mapped_column(Text)
     server_log_path: Mapped[str | None] = mapped_column(String(1000))
+    server_command: Mapped[list | None] = mapped_column(JSON)  # to reproduce the figure
     startup_s: Mapped[float | None] = mapped_column(Float)
     replay_s: Mapped[float | None] = mapped_column(Float)
     vllm_version: Mapped[str | None] = mapped_column(String(100))

@@ -108,6 +108,7 @@ class ResultStore:
             trial = session.get(TrialRecord, trial_id)
             trial.status, trial.finished_at = "complete", _now()
             trial.server_log_path, trial.startup_s = m.server.log_path, m.server.startup_s
+            trial.server_command = list(m.server.command)
             trial.replay_s, trial.vllm_version = s.duration_s, m.server.vllm_version
             session.add(TrialMetrics(
                 trial_id=trial_id, output_tokens_per_s=tps.median,
