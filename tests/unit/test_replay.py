@@ -1,19 +1,21 @@
-"""The replay client against an in-process fake endpoint (httpx.MockTransport).
+"""The replay client against a fake OpenAI-compatible endpoint served on loopback.
 
 Only this room's logic is tested here; the real vLLM server is in tests/integration.
 """
 
+import asyncio
 import json
+import socket
+import threading
 
-import httpx
 import pytest
+from aiohttp import web
 
+from tuner.engine.server import free_port
 from tuner.errors import UsageError
 from tuner.replay import LoadSpec, RequestResult, replay, summarize
 from tuner.replay.client import request_body, start_offsets
 from tuner.workload import Request
-
-BASE = "http://fake"
 
 
 def sse(*chunks: dict) -> bytes:
@@ -21,24 +23,58 @@ def sse(*chunks: dict) -> bytes:
     return "".join(lines).encode()
 
 
-def completion_stream(tokens: int) -> bytes:
-    chunks = [{"choices": [{"text": "ab"}]} for _ in range(3)]
-    return sse(*chunks, {"choices": [], "usage": {"completion_tokens": tokens, "prompt_tokens": 5}})
+class FakeServer:
+    """Answers like vLLM's streaming endpoints; records what it was sent."""
 
+    def __init__(self):
+        self.seen: list = []
+        self.peers: set = set()
+        self.mode = "normal"
 
-def fake_server(seen: list):
-    def handler(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        seen.append((request.url.path, body))
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.seen.append((request.path, body))
+        self.peers.add(request.transport.get_extra_info("peername"))
         if body.get("max_tokens") == 13:
-            return httpx.Response(500, text="engine exploded")
-        if request.url.path == "/v1/chat/completions":
-            return httpx.Response(200, content=sse(
+            return web.Response(status=500, text="engine exploded")
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        if self.mode == "no-usage":
+            await response.write(sse({"choices": [{"text": "x"}]}))
+        elif request.path == "/v1/chat/completions":
+            await response.write(sse(
                 {"choices": [{"delta": {"role": "assistant", "content": ""}}]},
                 {"choices": [{"delta": {"content": "hi"}}]},
                 {"choices": [], "usage": {"completion_tokens": 4, "prompt_tokens": 3}}))
-        return httpx.Response(200, content=completion_stream(body["max_tokens"]))
-    return httpx.MockTransport(handler)
+        else:
+            # One write per event, split mid-event too, as a real stream may arrive.
+            payload = sse(*[{"choices": [{"text": "ab"}]} for _ in range(3)],
+                          {"choices": [], "usage": {"completion_tokens": body["max_tokens"],
+                                                    "prompt_tokens": 5}})
+            for start in range(0, len(payload), 7):
+                await response.write(payload[start:start + 7])
+        await response.write_eof()
+        return response
+
+
+@pytest.fixture
+def fake():
+    server = FakeServer()
+    app = web.Application()
+    app.router.add_post("/v1/completions", server.handle)
+    app.router.add_post("/v1/chat/completions", server.handle)
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    port = free_port()
+    loop.run_until_complete(runner.setup())
+    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server.url = f"http://127.0.0.1:{port}"
+    yield server
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=10)
 
 
 def test_bodies_follow_the_openai_api():
@@ -54,21 +90,20 @@ def test_bodies_follow_the_openai_api():
     assert body["max_tokens"] == 5 and body["ignore_eos"] is True
 
 
-def test_replay_counts_tokens_from_usage_and_reports_failures():
-    seen: list = []
+def test_replay_counts_tokens_from_usage_and_reports_failures(fake):
     requests = [
-        Request(line=1, prompt="a", max_tokens=10),
+        Request(line=1, prompt="a", max_tokens=10, temperature=0),
         Request(line=2, messages=({"role": "user", "content": "b"},)),
         Request(line=3, prompt="c", max_tokens=13),  # the fake answers HTTP 500
     ]
     done: list[RequestResult] = []
-    results, duration = replay(BASE, "m", requests, LoadSpec("concurrency", 2),
-                               default_max_tokens=20, on_result=done.append,
-                               transport=fake_server(seen))
-    assert len(done) == 3 and len(seen) == 3
+    results, duration = replay(fake.url, "m", requests, LoadSpec("concurrency", 2),
+                               default_max_tokens=20, on_result=done.append)
+    assert len(done) == 3 and len(fake.seen) == 3
     by_id = {r.request_id: r for r in results}
-    assert by_id["line 1"].ok and by_id["line 1"].output_tokens == 10
-    assert by_id["line 2"].ok and by_id["line 2"].output_tokens == 4
+    first = by_id["line 1"]
+    assert first.ok and first.output_tokens == 10 and first.greedy and first.text_digest
+    assert by_id["line 2"].ok and by_id["line 2"].output_tokens == 4 and not by_id["line 2"].greedy
     failed = by_id["line 3"]
     assert not failed.ok and failed.error == "HTTP 500: engine exploded"
     summary = summarize(results, duration)
@@ -77,18 +112,26 @@ def test_replay_counts_tokens_from_usage_and_reports_failures():
     assert summary.output_tokens_per_s == pytest.approx(14 / duration)
 
 
-def test_stream_without_usage_is_a_failure():
-    transport = httpx.MockTransport(lambda r: httpx.Response(200, content=sse({"choices": [{"text": "x"}]})))
-    (result,), _ = replay(BASE, "m", [Request(line=1, prompt="a")], LoadSpec(), transport=transport)
+def test_same_text_same_digest_and_connections_are_reused(fake):
+    requests = [Request(line=i, prompt="a", max_tokens=5) for i in range(12)]
+    results, _ = replay(fake.url, "m", requests, LoadSpec("concurrency", 3))
+    assert len({r.text_digest for r in results}) == 1
+    # Streams are read to their end, so 12 requests share the 3 workers' connections.
+    assert len(fake.peers) <= 3
+
+
+def test_stream_without_usage_is_a_failure(fake):
+    fake.mode = "no-usage"
+    (result,), _ = replay(fake.url, "m", [Request(line=1, prompt="a")], LoadSpec())
     assert not result.ok and "without a usage report" in result.error
 
 
 def test_connection_error_is_a_failure():
-    def refuse(request):
-        raise httpx.ConnectError("connection refused", request=request)
-    (result,), _ = replay(BASE, "m", [Request(line=1, prompt="a")], LoadSpec(),
-                          transport=httpx.MockTransport(refuse))
-    assert not result.ok and result.error.startswith("ConnectError")
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (result,), _ = replay(f"http://127.0.0.1:{port}", "m", [Request(line=1, prompt="a")], LoadSpec())
+    assert not result.ok and result.error.startswith("ClientConnectorError")
 
 
 def test_tpot_excludes_the_first_token():

@@ -1,8 +1,13 @@
-"""The streaming replay client: one asyncio loop, httpx, OpenAI-compatible endpoints.
+"""The streaming replay client: one asyncio loop, aiohttp, OpenAI-compatible endpoints.
 
 TTFT is the time to the first streamed chunk that carries text; the output token count comes
 from the final usage report (``stream_options.include_usage``), never from counting chunks,
 because with speculation one chunk can carry several tokens.
+
+aiohttp rather than httpx here (httpx serves every other request of the tuner): aiohttp parses
+HTTP in C and hands over whole buffers, and the connection goes back to the pool once the
+stream is read to its end. benchmarks/client_overhead.py measured httpx's streaming at 0.43x
+the requests/s of `vllm bench serve`'s client on one core, and this client above it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import httpx
+import aiohttp
 import numpy as np
 
 from tuner.errors import UsageError
@@ -111,7 +116,7 @@ def _chunk_text(chunk: dict[str, Any]) -> str:
 
 
 async def send_request(
-    client: httpx.AsyncClient, base_url: str, model: str, request: Request,
+    session: aiohttp.ClientSession, base_url: str, model: str, request: Request,
     default_max_tokens: int, t0: float,
 ) -> RequestResult:
     path, body = request_body(request, model, default_max_tokens)
@@ -124,26 +129,28 @@ async def send_request(
         return RequestResult(request.label, sent - t0, ok=False, error=error, ttft_s=ttft)
 
     try:
-        async with client.stream("POST", base_url + path, json=body) as response:
-            if response.status_code != 200:
-                text = (await response.aread()).decode(errors="replace")[:300]
-                return failed(f"HTTP {response.status_code}: {text}")
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                chunk = json.loads(data)
-                if piece := _chunk_text(chunk):
-                    if ttft is None:
-                        ttft = time.perf_counter() - sent
-                    text.update(piece.encode())
-                if chunk.get("usage"):
-                    usage = chunk["usage"]
-    except httpx.TimeoutException:
+        async with session.post(base_url + path, json=body) as response:
+            if response.status != 200:
+                detail = (await response.read()).decode(errors="replace")[:300]
+                return failed(f"HTTP {response.status}: {detail}")
+            pending = b""
+            # Read to the end of the response (no break at [DONE]) so the connection is reused.
+            async for data in response.content.iter_any():
+                *events, pending = (pending + data).split(b"\n\n")
+                for event in events:
+                    for line in event.splitlines():
+                        if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
+                            continue
+                        chunk = json.loads(line[5:])
+                        if piece := _chunk_text(chunk):
+                            if ttft is None:
+                                ttft = time.perf_counter() - sent
+                            text.update(piece.encode())
+                        if chunk.get("usage"):
+                            usage = chunk["usage"]
+    except asyncio.TimeoutError:
         return failed("timed out waiting for the server")
-    except httpx.HTTPError as exc:
+    except aiohttp.ClientError as exc:
         return failed(f"{type(exc).__name__}: {exc}")
     except json.JSONDecodeError as exc:
         return failed(f"bad JSON in the stream ({exc.msg})")
@@ -177,12 +184,11 @@ async def _replay(
     base_url: str, model: str, requests: Sequence[Request], load: LoadSpec,
     request_timeout_s: float, default_max_tokens: int,
     on_result: Callable[[RequestResult], None] | None,
-    transport: httpx.AsyncBaseTransport | None,
 ) -> tuple[list[RequestResult], float]:
     results: list[RequestResult | None] = [None] * len(requests)
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    timeout = httpx.Timeout(request_timeout_s, connect=30.0)
-    async with httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport) as client:
+    timeout = aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=30.0)
+    connector = aiohttp.TCPConnector(limit=0)  # the load mode, not the pool, bounds concurrency
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as client:
         t0 = time.perf_counter()
 
         async def run(index: int) -> None:
@@ -214,11 +220,7 @@ def replay(
     base_url: str, model: str, requests: Sequence[Request], load: LoadSpec, *,
     request_timeout_s: float = 600.0, default_max_tokens: int = 128,
     on_result: Callable[[RequestResult], None] | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
 ) -> tuple[list[RequestResult], float]:
-    """Send ``requests`` with the given load; returns every request's result and the wall time.
-
-    ``transport`` replaces the network (httpx.MockTransport) in unit tests of this room.
-    """
+    """Send ``requests`` with the given load; returns every request's result and the wall time."""
     return asyncio.run(_replay(base_url, model, requests, load, request_timeout_s,
-                               default_max_tokens, on_result, transport))
+                               default_max_tokens, on_result))
