@@ -4,8 +4,9 @@ One real vLLM server (tuner.engine.VllmServer, always stopped on exit) is measur
 vLLM's own benchmark client and by the tuner's measurement path, on the same prompts, the same
 output lengths (each request's ``output_tokens``, generated in full with ``ignore_eos``), the same
 sampling and the same concurrency. The runs alternate (vllm, tuner, vllm, tuner, ...) so the
-machine's noise shows, and nothing is reset between them (prefix-cache reset needs
-``VLLM_SERVER_DEV_MODE=1``, which the tuner never sets).
+machine's noise shows. Nothing is reset between them unless ``--reset-prefix-cache`` is given
+(``POST /reset_prefix_cache``, served because VllmServer starts vLLM with
+``VLLM_SERVER_DEV_MODE=1``).
 
 - vLLM: ``vllm.benchmarks.serve.main`` called in this process (the ``vllm`` console script does not
   start with the CPU build), custom JSONL dataset in workload order (``--disable-shuffle``), the
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import itertools
 import json
 import os
@@ -34,7 +36,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a file from the repository: `tuner` is importable either way
 
+import httpx  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -89,6 +92,12 @@ class RunFigures:
     accepted_tokens: int | None
     per_position: list[float] | None
     client_cpu_s: float = float("nan")  # CPU time of this process over warm-up + run
+    median_tpot_ms: float = float("nan")
+    median_ttft_ms: float = float("nan")
+    stalled: int = 0  # requests whose first token came after half their e2e: output in one burst
+    prompt_tokens: int = 0  # from the server's usage reports
+    text_digests: list[str | None] = field(default_factory=list)  # per request, workload order
+    same_text: int = 0  # requests whose generated text equals the first vllm run's
 
 
 # ---------------------------------------------------------------- inputs
@@ -115,6 +124,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out-dir", default=None,
                         help="where the dataset, both tools' results and vLLM's printout are kept "
                              "(default .tuner/agreement/<time>)")
+    parser.add_argument("--reset-prefix-cache", action="store_true",
+                        help="POST /reset_prefix_cache before each run (needs the server's dev mode, "
+                             "which VllmServer turns on); default: reset nothing")
     parser.add_argument("--log-dir", default=".tuner/logs", help="server log folder")
     args = parser.parse_args(argv)
     if args.concurrency < 1 or args.rounds < 1 or args.warmup < 0:
@@ -146,6 +158,15 @@ def write_dataset(requests: list[Request], path: Path) -> None:
     with path.open("w", encoding="utf-8") as out:
         for r in requests:
             out.write(json.dumps({"prompt": r.prompt, "output_tokens": r.output_tokens}) + "\n")
+
+
+def reset_prefix_cache(base_url: str) -> None:
+    """Start a run with an empty prefix cache (served only with VLLM_SERVER_DEV_MODE=1)."""
+    try:
+        httpx.post(f"{base_url}/reset_prefix_cache", timeout=30.0).raise_for_status()
+    except httpx.HTTPError as exc:
+        raise TunerError(f"could not reset the prefix cache ({exc}); the server needs "
+                         "VLLM_SERVER_DEV_MODE=1") from None
 
 
 # ---------------------------------------------------------------- vLLM's benchmark client
@@ -233,7 +254,22 @@ def vllm_figures(result: dict[str, Any], round_: int, cpu_s: float) -> RunFigure
         accepted_tokens=result.get("spec_decode_accepted_tokens"),
         per_position=result.get("spec_decode_per_position_acceptance_rates"),
         client_cpu_s=cpu_s,
+        median_tpot_ms=result["median_tpot_ms"], median_ttft_ms=result["median_ttft_ms"],
+        stalled=count_stalled(zip(result["ttfts"], result["latencies"])),
+        prompt_tokens=result["total_input_tokens"],
+        text_digests=[text_digest(text) for text in result["generated_texts"]],
     )
+
+
+def text_digest(text: str) -> str:
+    """The digest the tuner's client keeps of each generated text (RequestResult.text_digest)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def count_stalled(ttft_e2e: Any) -> int:
+    """Requests that got their first token after half their e2e time: the stream stood still and
+    then came in one burst (a scheduling stall of the client or the server), not a slow decode."""
+    return sum(1 for ttft, e2e in ttft_e2e if ttft and e2e and ttft >= 0.5 * e2e)
 
 
 # ---------------------------------------------------------------- the tuner's path
@@ -276,6 +312,11 @@ def run_tuner(server: VllmServer, model: str, requests: list[Request], concurren
         accepted_tokens=acceptance.accepted_tokens if acceptance else None,
         per_position=list(acceptance.per_position) if acceptance else None,
         client_cpu_s=cpu_s,
+        median_tpot_ms=summary.tpot.p50 * 1000 if summary.tpot else float("nan"),
+        median_ttft_ms=summary.ttft.p50 * 1000 if summary.ttft else float("nan"),
+        stalled=count_stalled((r.ttft_s, r.e2e_s) for r in results if r.ok),
+        prompt_tokens=sum(r.prompt_tokens or 0 for r in results if r.ok),
+        text_digests=[getattr(r, "text_digest", None) for r in results],
     )
 
 
@@ -302,9 +343,14 @@ FIGURES = [
            LENGTH_TOLERANCE),
 ]
 INFO = [  # shown for context, no target
+    Figure("median TPOT ms", lambda r: r.median_tpot_ms, "{:.3f}", "ratio"),
+    Figure("median TTFT ms", lambda r: r.median_ttft_ms, "{:.2f}", "ratio"),
+    Figure("stalled requests (TTFT >= e2e/2)", lambda r: r.stalled, "{:.0f}", ""),
     Figure("mean e2e ms", lambda r: r.mean_e2e_ms, "{:.2f}", "ratio"),
     Figure("duration s", lambda r: r.duration_s, "{:.3f}", "ratio"),
     Figure("output tokens", lambda r: r.output_tokens, "{:.0f}", "ratio"),
+    Figure("prompt tokens", lambda r: r.prompt_tokens, "{:.0f}", "ratio"),
+    Figure("requests with vllm #1's text", lambda r: r.same_text, "{:.0f}", ""),
     Figure("completed / failed", lambda r: r.completed, "{:.0f}", ""),
     Figure("client CPU s (warm-up + run)", lambda r: r.client_cpu_s, "{:.2f}", "ratio"),
     Figure("drafts", lambda r: r.drafts, "{:.0f}", "ratio"),
@@ -388,6 +434,19 @@ def per_position_table(runs: list[RunFigures]) -> Table | None:
 # ---------------------------------------------------------------- main
 
 
+def tuner_version() -> str:
+    """The commit the tuner's code was measured at, and whether tuner/ had local changes."""
+    import subprocess
+
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *argv], capture_output=True, text=True,
+                              check=False).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + (" (tuner/ modified)" if git("status", "--porcelain", "tuner") else "")
+
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     requests = load_requests(args.workload, args.requests)
@@ -397,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     dataset = out_dir / "dataset.jsonl"
     write_dataset(requests, dataset)
     check_vllm_bench()
+    version = tuner_version()  # read now: the tuner's modules are imported as they are now
 
     options = ServerOptions(server_args=args.server_arg or DEFAULT_SERVER_ARGS,
                             log_dir=Path(args.log_dir))
@@ -411,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
         for round_ in range(1, args.rounds + 1):
             name = f"vllm-{round_}"
             started = time.monotonic()
+            if args.reset_prefix_cache:
+                reset_prefix_cache(server.base_url)
             result, cpu_s = run_vllm_bench(
                 vllm_bench_argv(server.base_url, args.model, dataset, requests, args.concurrency,
                                 args.warmup, out_dir, name), out_dir / f"{name}.txt")
@@ -418,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"vllm #{round_}: {runs[-1].output_tokens_per_s:.1f} tok/s "
                           f"({time.monotonic() - started:.0f} s)")
             started = time.monotonic()
+            if args.reset_prefix_cache:
+                reset_prefix_cache(server.base_url)
             runs.append(run_tuner(server, args.model, requests, args.concurrency, args.warmup,
                                   spec.k if spec else None, round_, out_dir / f"tuner-{round_}.json"))
             console.print(f"tuner #{round_}: {runs[-1].output_tokens_per_s:.1f} tok/s "
@@ -425,10 +489,14 @@ def main(argv: list[str] | None = None) -> int:
         if not server.alive():
             raise TunerError(f"the vLLM server died during the runs; see {server.log_path}")
     load_after = os.getloadavg()
+    for run in runs:  # greedy decoding: every run should generate exactly the same texts
+        run.same_text = sum(a is not None and a == b
+                            for a, b in zip(run.text_digests, runs[0].text_digests))
 
     title = (f"{args.model} | {server.label} | {Path(args.workload).name} ({len(requests)} requests, "
              f"output_tokens with ignore_eos) | concurrency {args.concurrency} | "
-             f"warm-up {args.warmup} per run")
+             f"warm-up {args.warmup} per run | prefix cache "
+             f"{'reset before each run' if args.reset_prefix_cache else 'never reset'}")
     table, all_met = results_table(runs, title)
     console.print(table)
     if (positions := per_position_table(runs)) is not None:
@@ -436,7 +504,8 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} "
                   f"{load_before[2]:.2f}, after {load_after[0]:.2f} {load_after[1]:.2f} "
                   f"{load_after[2]:.2f} ({os.cpu_count()} cores)")
-    console.print(f"results, dataset and vLLM's printout: {out_dir}; server log: {server.log_path}")
+    console.print(f"tuner at commit {version}; results, dataset and vLLM's printout: {out_dir}; "
+                  f"server log: {server.log_path}")
     console.print("every target met" if all_met else "[red]some targets NOT met[/]")
     return 0 if all_met else 1
 

@@ -46,8 +46,10 @@ ModelOpt = Annotated[str, typer.Option(help="Target model (path or hub name) for
 TypeOpt = Annotated[Optional[str], typer.Option("--type", help="Workload type; default: the file name stem.")]
 WarmupOpt = Annotated[int, typer.Option(help="Requests sent first and not measured.")]
 RepeatsOpt = Annotated[int, typer.Option(
-    help="Replays of the workload per configuration, on the same server with its prefix cache "
-         "reset between them; figures are the median, with MAD and a bootstrap interval.")]
+    help="Replays of the workload per configuration; figures are the median, with MAD and a "
+         "bootstrap interval.")]
+RepeatModeOpt = Annotated[str, typer.Option(
+    help="same-server (prefix cache reset between replays) or fresh-server (a restart per replay).")]
 MaxTokensOpt = Annotated[int, typer.Option(
     help="Output length for requests that give neither max_tokens nor output_tokens.")]
 RequestTimeoutOpt = Annotated[float, typer.Option(help="Seconds before a request counts as failed.")]
@@ -109,6 +111,7 @@ def measure(
     seed: Annotated[int, typer.Option(help="Seed of the Poisson arrivals.")] = 0,
     warmup: WarmupOpt = 2,
     repeats: RepeatsOpt = 1,
+    repeat_mode: RepeatModeOpt = "same-server",
     max_tokens: MaxTokensOpt = 128,
     request_timeout: RequestTimeoutOpt = 600.0,
     server_cmd: ServerCmdOpt = None,
@@ -123,7 +126,7 @@ def measure(
         loaded = load_workload(workload, workload_type)
         settings = MeasureSettings(
             load=LoadSpec(load, concurrency, rate, time_scale, seed),  # type: ignore[arg-type]
-            warmup=warmup, repeats=repeats, request_timeout_s=request_timeout,
+            warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, request_timeout_s=request_timeout,
             default_max_tokens=max_tokens,
             server=ServerOptions(server_cmd=server_cmd, server_args=list(server_arg or []),
                                  start_timeout_s=start_timeout, log_dir=log_dir),
@@ -161,6 +164,7 @@ def optimize(
     time_scale: Annotated[Optional[float], typer.Option(help="Multiplies captured gaps for --load trace.")] = None,
     warmup: WarmupOpt = 2,
     repeats: RepeatsOpt = 1,
+    repeat_mode: RepeatModeOpt = "same-server",
     max_tokens: MaxTokensOpt = 128,
     request_timeout: RequestTimeoutOpt = 600.0,
     server_cmd: ServerCmdOpt = None,
@@ -183,7 +187,7 @@ def optimize(
             server_cmd=server_cmd, server_args=server_arg, trials=trials, noise=noise)
         loaded = load_workload(workload, workload_type)
         settings = MeasureSettings(
-            load=plan.load, warmup=warmup, repeats=repeats, request_timeout_s=request_timeout,
+            load=plan.load, warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, request_timeout_s=request_timeout,
             default_max_tokens=max_tokens,
             server=ServerOptions(server_cmd=plan.server_cmd, server_args=plan.server_args,
                                  start_timeout_s=start_timeout, log_dir=log_dir),

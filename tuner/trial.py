@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import platform
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,12 +31,17 @@ class MeasureSettings:
 
     load: LoadSpec = field(default_factory=LoadSpec)
     warmup: int = 2  # requests sent first and excluded: the first request after start is slow
-    repeats: int = 1  # replays of the workload on the same server, prefix cache reset between
+    repeats: int = 1  # replays of the workload per configuration
+    # "same-server": one server, prefix cache reset between replays (one start per config);
+    # "fresh-server": a new server per replay (steadier here, but a restart per repeat).
+    repeat_mode: str = "same-server"
     sampling_seed: int | None = 0  # seeds requests that sample without a seed of their own
 
     def __post_init__(self) -> None:
         if self.repeats < 1:
             raise UsageError(f"--repeats must be >= 1, got {self.repeats}")
+        if self.repeat_mode not in ("same-server", "fresh-server"):
+            raise UsageError(f"--repeat-mode must be same-server or fresh-server, got {self.repeat_mode!r}")
         if self.warmup < 0:
             raise UsageError(f"--warmup must be >= 0, got {self.warmup}")
     request_timeout_s: float = 600.0
@@ -162,6 +167,11 @@ def measure_config(
     """Measure one configuration on a fresh vLLM server; the server is always stopped."""
     settings = settings or MeasureSettings()
     progress = progress or NoProgress()
+    if settings.repeat_mode == "fresh-server" and settings.repeats > 1:
+        once = replace(settings, repeats=1)
+        parts = [measure_config(model, spec, workload, once, progress) for _ in range(settings.repeats)]
+        runs = [replace(part.runs[0], repeat=i) for i, part in enumerate(parts)]
+        return replace(parts[0], runs=runs, finished_at=parts[-1].finished_at)
     if settings.sampling_seed is not None:
         workload = workload.with_default_seeds(settings.sampling_seed)
     started_at = _now()

@@ -76,10 +76,11 @@ def assert_acceptance(m: dict, k: int) -> None:
     assert sum(per_pos) == pytest.approx(a["mean_acceptance_length"] - 1, abs=1e-9)
 
 
-def test_baseline_has_no_acceptance(tmp_path, tiny_models):
-    m = measured(run_measure(tmp_path, tiny_models))
-    assert m["spec"] is None and m["runs"][0]["acceptance"] is None
-    assert_common(m)
+def test_baseline_has_no_acceptance_with_a_fresh_server_per_repeat(tmp_path, tiny_models):
+    m = measured(run_measure(tmp_path, tiny_models, "--repeats", "2", "--repeat-mode", "fresh-server"))
+    assert m["spec"] is None and all(run["acceptance"] is None for run in m["runs"])
+    assert_common(m, repeats=2)
+    assert len(list((tmp_path / "logs").iterdir())) == 2  # one server, and one log, per repeat
 
 
 @pytest.mark.parametrize("k", [2, 4])
