@@ -3,10 +3,10 @@
 One real vLLM server (tuner.engine.VllmServer, always stopped on exit) is measured in turn by
 vLLM's own benchmark client and by the tuner's measurement path, on the same prompts, the same
 output lengths (each request's ``output_tokens``, generated in full with ``ignore_eos``), the same
-sampling and the same concurrency. The runs alternate (vllm, tuner, vllm, tuner, ...) so the
-machine's noise shows. Nothing is reset between them unless ``--reset-prefix-cache`` is given
-(``POST /reset_prefix_cache``, served because VllmServer starts vLLM with
-``VLLM_SERVER_DEV_MODE=1``).
+sampling and the same concurrency. The runs alternate (vllm, tuner, vllm, tuner, ...; or
+``--order abba``) so the machine's noise shows. Nothing is reset between them unless
+``--reset-prefix-cache`` is given (``POST /reset_prefix_cache``, served because VllmServer starts
+vLLM with ``VLLM_SERVER_DEV_MODE=1``).
 
 - vLLM: ``vllm.benchmarks.serve.main`` called in this process (the ``vllm`` console script does not
   start with the CPU build), custom JSONL dataset in workload order (``--disable-shuffle``), the
@@ -18,6 +18,9 @@ machine's noise shows. Nothing is reset between them unless ``--reset-prefix-cac
 The table compares output tokens/s, mean TPOT, mean TTFT, acceptance rate and mean acceptance
 length, and checks the targets: tokens/s and TPOT within 5 %, acceptance rate within 0.01
 absolute and mean acceptance length within 1 %. Exit code 0 when every target is met, 1 if not.
+Below the targets, for finding out why figures differ: medians, requests whose output came in one
+burst, vLLM's own server-side latencies over the same window, token counts, whether every request
+generated the same text, and the CPU taken by the client, each server process and the rest.
 
     .venv/bin/python benchmarks/agreement.py                    # ngram k=3 on workloads/code.jsonl
     .venv/bin/python benchmarks/agreement.py --spec \\
@@ -35,6 +38,7 @@ import os
 import statistics
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -51,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a file from the repository: `tuner` is importable either way
 
 import httpx  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -68,7 +73,7 @@ SPEED_TOLERANCE = 0.05  # tokens/s and TPOT: tuner/vllm within 5 %
 RATE_TOLERANCE = 0.01  # acceptance rate: absolute difference
 LENGTH_TOLERANCE = 0.01  # mean acceptance length: relative difference
 
-console = Console(width=max(Console().width, 150))
+console = Console(width=max(Console().width, 150))  # wider when piped; see results_table
 
 
 @dataclass
@@ -91,7 +96,9 @@ class RunFigures:
     draft_tokens: int | None
     accepted_tokens: int | None
     per_position: list[float] | None
-    client_cpu_s: float = float("nan")  # CPU time of this process over warm-up + run
+    client_cpu_s: float = float("nan")  # CPU time of this process over the run
+    cpu_shares: dict[str, float] = field(default_factory=dict)  # % of one core over the run
+    server: dict[str, float] = field(default_factory=dict)  # vLLM's own figures, same window
     median_tpot_ms: float = float("nan")
     median_ttft_ms: float = float("nan")
     stalled: int = 0  # requests whose first token came after half their e2e: output in one burst
@@ -112,21 +119,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--spec", default=json.dumps(DEFAULT_SPEC),
                         help="speculative config JSON, or 'none' for no speculation "
                              "(default: %(default)s)")
-    parser.add_argument("--concurrency", type=int, default=2, help="closed-loop clients (default 2)")
+    parser.add_argument("--concurrency", type=int, default=2,
+                        help="closed-loop clients (default 2)")
     parser.add_argument("--requests", type=int, default=None,
                         help="measure only the first N requests of the workload (default all)")
     parser.add_argument("--warmup", type=int, default=MeasureSettings().warmup,
                         help="warm-up requests before each run, excluded (default: the tuner's)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="alternating vllm/tuner rounds on the one server (default 2)")
+    parser.add_argument("--order", choices=("abab", "abba"), default="abab",
+                        help="abab: vllm first in every round (default); abba: vllm first in odd "
+                             "rounds, the tuner first in even ones, so a position effect cancels")
     parser.add_argument("--server-arg", action="append", default=None, metavar="ARG",
-                        help=f"server argument, repeatable (default: {' '.join(DEFAULT_SERVER_ARGS)})")
+                        help="server argument, repeatable, as --server-arg=--flag (default: "
+                             f"{' '.join(DEFAULT_SERVER_ARGS)})")
     parser.add_argument("--out-dir", default=None,
                         help="where the dataset, both tools' results and vLLM's printout are kept "
                              "(default .tuner/agreement/<time>)")
     parser.add_argument("--reset-prefix-cache", action="store_true",
-                        help="POST /reset_prefix_cache before each run (needs the server's dev mode, "
-                             "which VllmServer turns on); default: reset nothing")
+                        help="POST /reset_prefix_cache before each run (needs the server's dev "
+                             "mode, which VllmServer turns on); default: reset nothing")
     parser.add_argument("--log-dir", default=".tuner/logs", help="server log folder")
     args = parser.parse_args(argv)
     if args.concurrency < 1 or args.rounds < 1 or args.warmup < 0:
@@ -138,14 +150,15 @@ def load_requests(path: str, limit: int | None) -> list[Request]:
     """The workload's requests, checked for what both tools can send identically."""
     requests = list(load_workload(path).requests)[:limit]
     if any(r.is_chat for r in requests):
-        raise TunerError(f"{path}: chat requests ('messages') cannot be given to vllm bench's custom "
-                         "dataset as they are; use a workload of completions prompts")
+        raise TunerError(f"{path}: chat requests ('messages') cannot be given to vllm bench's "
+                         "custom dataset as they are; use a workload of completions prompts")
     if any(r.output_tokens is None for r in requests):
         raise TunerError(f"{path}: every request needs 'output_tokens' (replayed with ignore_eos)")
     sampling = {(r.temperature, r.top_p, r.seed) for r in requests}
     if len(sampling) != 1:
-        raise TunerError(f"{path}: vllm bench sends one set of sampling parameters; the workload's "
-                         f"requests differ in (temperature, top_p, seed): {sorted(map(str, sampling))}")
+        raise TunerError(f"{path}: vllm bench sends one set of sampling parameters; the "
+                         "workload's requests differ in (temperature, top_p, seed): "
+                         f"{sorted(map(str, sampling))}")
     return requests
 
 
@@ -158,6 +171,97 @@ def write_dataset(requests: list[Request], path: Path) -> None:
     with path.open("w", encoding="utf-8") as out:
         for r in requests:
             out.write(json.dumps({"prompt": r.prompt, "output_tokens": r.output_tokens}) + "\n")
+
+
+SERVER_HISTOGRAMS = {  # vLLM's own per-request latencies, measured inside the API server
+    "ttft_ms": "vllm:time_to_first_token_seconds",
+    "tpot_ms": "vllm:request_time_per_output_token_seconds",
+    "e2e_ms": "vllm:e2e_request_latency_seconds",
+}
+CACHED_PROMPT_TOKENS = "vllm:prompt_tokens_cached_total"
+
+
+def server_totals(base_url: str) -> dict[str, float]:
+    """Running sums and counts of vLLM's latency histograms and its prefix-cache hits."""
+    totals: dict[str, float] = defaultdict(float)
+    text = httpx.get(f"{base_url}/metrics", timeout=10.0).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            for key, name in SERVER_HISTOGRAMS.items():
+                if sample.name in (f"{name}_sum", f"{name}_count"):
+                    totals[f"{key}{sample.name[len(name):]}"] += sample.value
+            if sample.name == CACHED_PROMPT_TOKENS:
+                totals["cached prompt tokens"] += sample.value
+    return totals
+
+
+class RunWindow:
+    """What one measured run cost and what the server saw over it (warm-up excluded).
+
+    CPU from /proc, in % of one core: this process (the client), each of the server's processes
+    (API server, engine core, worker) and everything else on the machine ("others"). From the
+    server's /metrics: vLLM's own mean TTFT, TPOT and e2e, and prompt tokens served from the
+    prefix cache.
+    """
+
+    ROLES = ("client", "api server", "engine core", "worker", "others")
+
+    def __init__(self, server_pgid: int, base_url: str):
+        self.pgid = server_pgid
+        self.base_url = base_url
+        self.started = False
+        self.client_s = float("nan")
+        self.shares: dict[str, float] = {}
+        self.server: dict[str, float] = {}
+
+    def _server_cpu(self) -> dict[str, float]:
+        """Seconds of CPU so far: each server role, and "busy" for the whole machine."""
+        totals = dict.fromkeys(self.ROLES[1:-1], 0.0)
+        tick = os.sysconf("SC_CLK_TCK")
+        with contextlib.suppress(OSError, ValueError):
+            # cpu  user nice system idle iowait irq softirq steal ...: busy = all but idle, iowait
+            jiffies = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:9]]
+            totals["busy"] = (sum(jiffies[:3]) + sum(jiffies[5:8])) / tick
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError):
+                text = stat.read_text()
+                comm, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:]
+                fields = rest.split()  # state ppid pgrp ... utime (11) stime (12)
+                if int(fields[2]) != self.pgid:
+                    continue
+                role = ("api server" if int(stat.parent.name) == self.pgid
+                        else "engine core" if comm.startswith("VLLM::Engine")
+                        else "worker" if comm.startswith("VLLM::Worker") else None)
+                if role:
+                    totals[role] += (int(fields[11]) + int(fields[12])) / tick
+        return totals
+
+    def start(self) -> None:
+        self.started = True
+        self._totals = server_totals(self.base_url)
+        self._wall, self._client, self._server = (time.perf_counter(), time.process_time(),
+                                                  self._server_cpu())
+
+    def stop(self) -> None:
+        wall = time.perf_counter() - self._wall
+        self.client_s = time.process_time() - self._client
+        server = self._server_cpu()
+        self.shares = {"client": 100 * self.client_s / wall,
+                       **{role: 100 * (server[role] - self._server[role]) / wall
+                          for role in self.ROLES[1:-1]}}
+        busy = 100 * (server.get("busy", 0.0) - self._server.get("busy", 0.0)) / wall
+        self.shares["others"] = max(0.0, busy - sum(self.shares.values()))
+        delta = {k: v - self._totals.get(k, 0.0) for k, v in server_totals(self.base_url).items()}
+        self.server = {key: 1000 * delta[f"{key}_sum"] / delta[f"{key}_count"]
+                       for key in SERVER_HISTOGRAMS if delta.get(f"{key}_count")}
+        self.server["cached prompt tokens"] = delta.get("cached prompt tokens", 0.0)
+
+    def __enter__(self) -> RunWindow:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
 def reset_prefix_cache(base_url: str) -> None:
@@ -207,11 +311,13 @@ def check_vllm_bench() -> None:
                          "extra), which is not installed: .venv/bin/pip install pandas")
 
 
-def run_vllm_bench(argv: list[str], printout: Path) -> tuple[dict[str, Any], float]:
-    """``vllm bench serve`` from Python: its result dict and the client CPU seconds it used.
+def run_vllm_bench(argv: list[str], printout: Path, server: VllmServer
+                   ) -> tuple[dict[str, Any], RunWindow]:
+    """``vllm bench serve`` from Python: its result dict and the RunWindow of its run.
 
-    Its own printout goes to a file. The CPU time covers vLLM's ``benchmark()`` coroutine
-    (warm-up and run, as for the tuner), not its tokenizer loading and dataset sampling.
+    Its own printout goes to a file. ``benchmark()`` scrapes /metrics twice, right after its
+    warm-up and right after its run (for its acceptance figures); the window opens and closes at
+    those two calls, so it covers the measured requests exactly as the tuner's does.
     """
     from vllm.benchmarks import serve
     from vllm.utils.argparse_utils import FlexibleArgumentParser
@@ -219,26 +325,27 @@ def run_vllm_bench(argv: list[str], printout: Path) -> tuple[dict[str, Any], flo
     parser = FlexibleArgumentParser()
     serve.add_cli_args(parser)
     args = parser.parse_args(argv)
-    cpu = {"s": float("nan")}
-    benchmark = serve.benchmark
+    assert server.process is not None
+    window = RunWindow(server.process.pid, server.base_url)  # the server leads its process group
+    fetch = serve.fetch_spec_decode_metrics
 
-    async def timed_benchmark(*a: Any, **kw: Any) -> Any:
-        started = time.process_time()
-        try:
-            return await benchmark(*a, **kw)
-        finally:
-            cpu["s"] = time.process_time() - started
+    async def fetch_and_mark(*a: Any, **kw: Any) -> Any:
+        if window.started:
+            window.stop()
+        else:
+            window.start()
+        return await fetch(*a, **kw)
 
-    serve.benchmark = timed_benchmark  # main_async looks it up in the module at call time
+    serve.fetch_spec_decode_metrics = fetch_and_mark  # benchmark() looks it up at call time
     try:
         with printout.open("w", encoding="utf-8") as out, contextlib.redirect_stdout(out):
             result = serve.main(args)
     finally:
-        serve.benchmark = benchmark
-    return result, cpu["s"]
+        serve.fetch_spec_decode_metrics = fetch
+    return result, window
 
 
-def vllm_figures(result: dict[str, Any], round_: int, cpu_s: float) -> RunFigures:
+def vllm_figures(result: dict[str, Any], round_: int, window: RunWindow) -> RunFigures:
     has_spec = "spec_decode_acceptance_rate" in result
     return RunFigures(
         tool="vllm", round=round_, duration_s=result["duration"],
@@ -247,13 +354,14 @@ def vllm_figures(result: dict[str, Any], round_: int, cpu_s: float) -> RunFigure
         output_tokens_per_s=result["output_throughput"],
         mean_tpot_ms=result["mean_tpot_ms"], mean_ttft_ms=result["mean_ttft_ms"],
         mean_e2e_ms=result["mean_e2el_ms"],
-        acceptance_rate=result["spec_decode_acceptance_rate"] / 100 if has_spec else None,  # percent
+        # vLLM reports the rate in percent
+        acceptance_rate=result["spec_decode_acceptance_rate"] / 100 if has_spec else None,
         acceptance_length=result.get("spec_decode_acceptance_length"),
         drafts=result.get("spec_decode_num_drafts"),
         draft_tokens=result.get("spec_decode_draft_tokens"),
         accepted_tokens=result.get("spec_decode_accepted_tokens"),
         per_position=result.get("spec_decode_per_position_acceptance_rates"),
-        client_cpu_s=cpu_s,
+        client_cpu_s=window.client_s, cpu_shares=window.shares, server=window.server,
         median_tpot_ms=result["median_tpot_ms"], median_ttft_ms=result["median_ttft_ms"],
         stalled=count_stalled(zip(result["ttfts"], result["latencies"])),
         prompt_tokens=result["total_input_tokens"],
@@ -280,18 +388,18 @@ def run_tuner(server: VllmServer, model: str, requests: list[Request], concurren
     """What tuner.trial.measure_config does once the server is up, on this server."""
     settings = MeasureSettings(load=LoadSpec("concurrency", concurrency), warmup=warmup)
     base = server.base_url
-    cpu_started = time.process_time()
+    assert server.process is not None
     if settings.warmup > 0:
         warm = list(itertools.islice(itertools.cycle(requests), settings.warmup))
         replay(base, model, warm, LoadSpec("concurrency", settings.load.concurrency),
                request_timeout_s=settings.request_timeout_s,
                default_max_tokens=settings.default_max_tokens)
-    before = scrape_counters(base)
-    results, duration = replay(base, model, requests, settings.load,
-                               request_timeout_s=settings.request_timeout_s,
-                               default_max_tokens=settings.default_max_tokens)
-    after = scrape_counters(base)
-    cpu_s = time.process_time() - cpu_started
+    with RunWindow(server.process.pid, base) as window:  # the server leads its process group
+        before = scrape_counters(base)
+        results, duration = replay(base, model, requests, settings.load,
+                                   request_timeout_s=settings.request_timeout_s,
+                                   default_max_tokens=settings.default_max_tokens)
+        after = scrape_counters(base)
     summary = summarize(results, duration)
     acceptance = acceptance_between(before, after, k)
     save_to.write_text(json.dumps({
@@ -311,7 +419,7 @@ def run_tuner(server: VllmServer, model: str, requests: list[Request], concurren
         draft_tokens=acceptance.draft_tokens if acceptance else None,
         accepted_tokens=acceptance.accepted_tokens if acceptance else None,
         per_position=list(acceptance.per_position) if acceptance else None,
-        client_cpu_s=cpu_s,
+        client_cpu_s=window.client_s, cpu_shares=window.shares, server=window.server,
         median_tpot_ms=summary.tpot.p50 * 1000 if summary.tpot else float("nan"),
         median_ttft_ms=summary.ttft.p50 * 1000 if summary.ttft else float("nan"),
         stalled=count_stalled((r.ttft_s, r.e2e_s) for r in results if r.ok),
@@ -347,12 +455,18 @@ INFO = [  # shown for context, no target
     Figure("median TTFT ms", lambda r: r.median_ttft_ms, "{:.2f}", "ratio"),
     Figure("stalled requests (TTFT >= e2e/2)", lambda r: r.stalled, "{:.0f}", ""),
     Figure("mean e2e ms", lambda r: r.mean_e2e_ms, "{:.2f}", "ratio"),
+    Figure("server: mean TTFT ms", lambda r: r.server.get("ttft_ms"), "{:.2f}", "ratio"),
+    Figure("server: mean TPOT ms", lambda r: r.server.get("tpot_ms"), "{:.3f}", "ratio"),
+    Figure("server: mean e2e ms", lambda r: r.server.get("e2e_ms"), "{:.2f}", "ratio"),
+    Figure("server: cached prompt tokens", lambda r: r.server.get("cached prompt tokens"),
+           "{:.0f}", "ratio"),
     Figure("duration s", lambda r: r.duration_s, "{:.3f}", "ratio"),
     Figure("output tokens", lambda r: r.output_tokens, "{:.0f}", "ratio"),
     Figure("prompt tokens", lambda r: r.prompt_tokens, "{:.0f}", "ratio"),
     Figure("requests with vllm #1's text", lambda r: r.same_text, "{:.0f}", ""),
     Figure("completed / failed", lambda r: r.completed, "{:.0f}", ""),
-    Figure("client CPU s (warm-up + run)", lambda r: r.client_cpu_s, "{:.2f}", "ratio"),
+    Figure("client CPU s", lambda r: r.client_cpu_s, "{:.2f}", "ratio"),
+    Figure("CPU % client/API/engine/worker/others", lambda r: None, "", ""),
     Figure("drafts", lambda r: r.drafts, "{:.0f}", "ratio"),
     Figure("draft tokens", lambda r: r.draft_tokens, "{:.0f}", "ratio"),
     Figure("accepted tokens", lambda r: r.accepted_tokens, "{:.0f}", "ratio"),
@@ -361,6 +475,8 @@ INFO = [  # shown for context, no target
 
 def compare(figure: Figure, vllm: list[float], tuner: list[float]) -> tuple[str, str, str]:
     """(tuner vs vllm over the means of all rounds, per-round pairs, met?) as printed text."""
+    if not figure.target:
+        return "-", "-", ""
     if not vllm or not tuner:
         return "-", "-", "n/a"
     v, t = statistics.mean(vllm), statistics.mean(tuner)
@@ -376,7 +492,7 @@ def compare(figure: Figure, vllm: list[float], tuner: list[float]) -> tuple[str,
         rounds = " ".join(f"{b / a:.3f}" if a else "-" for a, b in pairs)
         off = abs(t / v - 1) if v else float("inf")
     else:
-        return "-", "-", ""
+        raise ValueError(f"unknown target kind {figure.target!r}")
     if not figure.tolerance:
         return text, rounds, ""
     return text, rounds, "[green]yes[/]" if off <= figure.tolerance else "[red]NO[/]"
@@ -396,7 +512,7 @@ def results_table(runs: list[RunFigures], title: str) -> tuple[Table, bool]:
     """The side-by-side table and whether every target was met."""
     table = Table(title=title, title_justify="left")
     table.add_column("figure")
-    ordered = sorted(runs, key=lambda r: (r.round, r.tool != "vllm"))
+    ordered = list(runs)  # in the order they ran
     for run in ordered:
         table.add_column(f"{run.tool} #{run.round}", justify="right")
     for name in ("tuner vs vllm", "per round", "target", "met"):
@@ -407,6 +523,9 @@ def results_table(runs: list[RunFigures], title: str) -> tuple[Table, bool]:
         cells = ["-" if v is None else figure.fmt.format(v) for v in values]
         if figure.label == "completed / failed":
             cells = [f"{r.completed} / {r.failed}" for r in ordered]
+        if figure.label.startswith("CPU %"):  # one cell per run: the shares of the roles
+            cells = ["/".join(f"{r.cpu_shares.get(role, float('nan')):.0f}"
+                              for role in RunWindow.ROLES) for r in ordered]
         vllm = [v for r, v in zip(ordered, values) if r.tool == "vllm" and v is not None]
         tuner = [v for r, v in zip(ordered, values) if r.tool == "tuner" and v is not None]
         versus, per_round, met = compare(figure, vllm, tuner)
@@ -425,7 +544,7 @@ def per_position_table(runs: list[RunFigures]) -> Table | None:
                   title_justify="left")
     table.add_column("run")
     table.add_column("p_0 .. p_k-1")
-    for run in sorted(runs, key=lambda r: (r.round, r.tool != "vllm")):
+    for run in runs:
         table.add_row(f"{run.tool} #{run.round}",
                       " ".join(f"{p:.4f}" for p in run.per_position or []))
     return table
@@ -469,23 +588,26 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"server ready in {server.startup_s:.0f} s at {server.base_url}, "
                       f"log {server.log_path}")
         for round_ in range(1, args.rounds + 1):
-            name = f"vllm-{round_}"
-            started = time.monotonic()
-            if args.reset_prefix_cache:
-                reset_prefix_cache(server.base_url)
-            result, cpu_s = run_vllm_bench(
-                vllm_bench_argv(server.base_url, args.model, dataset, requests, args.concurrency,
-                                args.warmup, out_dir, name), out_dir / f"{name}.txt")
-            runs.append(vllm_figures(result, round_, cpu_s))
-            console.print(f"vllm #{round_}: {runs[-1].output_tokens_per_s:.1f} tok/s "
-                          f"({time.monotonic() - started:.0f} s)")
-            started = time.monotonic()
-            if args.reset_prefix_cache:
-                reset_prefix_cache(server.base_url)
-            runs.append(run_tuner(server, args.model, requests, args.concurrency, args.warmup,
-                                  spec.k if spec else None, round_, out_dir / f"tuner-{round_}.json"))
-            console.print(f"tuner #{round_}: {runs[-1].output_tokens_per_s:.1f} tok/s "
-                          f"({time.monotonic() - started:.0f} s)")
+            tools = ["vllm", "tuner"]
+            if args.order == "abba" and round_ % 2 == 0:
+                tools.reverse()
+            for tool in tools:
+                started = time.monotonic()
+                if args.reset_prefix_cache:
+                    reset_prefix_cache(server.base_url)
+                if tool == "vllm":
+                    name = f"vllm-{round_}"
+                    result, window = run_vllm_bench(
+                        vllm_bench_argv(server.base_url, args.model, dataset, requests,
+                                        args.concurrency, args.warmup, out_dir, name),
+                        out_dir / f"{name}.txt", server)
+                    runs.append(vllm_figures(result, round_, window))
+                else:
+                    runs.append(run_tuner(server, args.model, requests, args.concurrency,
+                                          args.warmup, spec.k if spec else None, round_,
+                                          out_dir / f"tuner-{round_}.json"))
+                console.print(f"{tool} #{round_}: {runs[-1].output_tokens_per_s:.1f} tok/s "
+                              f"({time.monotonic() - started:.0f} s)")
         if not server.alive():
             raise TunerError(f"the vLLM server died during the runs; see {server.log_path}")
     load_after = os.getloadavg()
@@ -493,11 +615,14 @@ def main(argv: list[str] | None = None) -> int:
         run.same_text = sum(a is not None and a == b
                             for a, b in zip(run.text_digests, runs[0].text_digests))
 
-    title = (f"{args.model} | {server.label} | {Path(args.workload).name} ({len(requests)} requests, "
-             f"output_tokens with ignore_eos) | concurrency {args.concurrency} | "
-             f"warm-up {args.warmup} per run | prefix cache "
+    order = "vllm first in each round" if args.order == "abab" else "order alternating (abba)"
+    title = (f"{args.model} | {server.label} | {Path(args.workload).name} "
+             f"({len(requests)} requests, output_tokens with ignore_eos) | "
+             f"concurrency {args.concurrency} | "
+             f"warm-up {args.warmup} per run | {order} | prefix cache "
              f"{'reset before each run' if args.reset_prefix_cache else 'never reset'}")
     table, all_met = results_table(runs, title)
+    console.width = max(console.width, 110 + 13 * len(runs))  # no wrapped cells with many rounds
     console.print(table)
     if (positions := per_position_table(runs)) is not None:
         console.print(positions)
