@@ -4,9 +4,11 @@ One real vLLM server (tuner.engine.VllmServer, always stopped on exit) is measur
 vLLM's own benchmark client and by the tuner's measurement path, on the same prompts, the same
 output lengths (each request's ``output_tokens``, generated in full with ``ignore_eos``), the same
 sampling and the same concurrency. The runs alternate (vllm, tuner, vllm, tuner, ...; or
-``--order abba``) so the machine's noise shows. Nothing is reset between them unless
-``--reset-prefix-cache`` is given (``POST /reset_prefix_cache``, served because VllmServer starts
-vLLM with ``VLLM_SERVER_DEV_MODE=1``).
+``--order abba``) so the machine's noise shows. Before the first round the whole workload is
+replayed once, unmeasured (``--no-prime`` skips it): on the CPU build the first pass over the
+prompts is slower, and would otherwise fall on the first run only. Nothing is reset between runs
+unless ``--reset-prefix-cache`` is given (``POST /reset_prefix_cache``, served because VllmServer
+starts vLLM with ``VLLM_SERVER_DEV_MODE=1``).
 
 - vLLM: ``vllm.benchmarks.serve.main`` called in this process (the ``vllm`` console script does not
   start with the CPU build), custom JSONL dataset in workload order (``--disable-shuffle``), the
@@ -136,6 +138,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out-dir", default=None,
                         help="where the dataset, both tools' results and vLLM's printout are kept "
                              "(default .tuner/agreement/<time>)")
+    parser.add_argument("--no-prime", dest="prime", action="store_false",
+                        help="skip the unmeasured pass of the whole workload before round 1 (the "
+                             "first pass over new prompt lengths is slower; without it the first "
+                             "run, vLLM's with --order abab, pays for it)")
     parser.add_argument("--reset-prefix-cache", action="store_true",
                         help="POST /reset_prefix_cache before each run (needs the server's dev "
                              "mode, which VllmServer turns on); default: reset nothing")
@@ -587,6 +593,11 @@ def main(argv: list[str] | None = None) -> int:
     with server:
         console.print(f"server ready in {server.startup_s:.0f} s at {server.base_url}, "
                       f"log {server.log_path}")
+        if args.prime:
+            started = time.monotonic()
+            replay(server.base_url, args.model, requests, LoadSpec("concurrency", args.concurrency))
+            console.print(f"primed: the whole workload once, not measured "
+                          f"({time.monotonic() - started:.0f} s)")
         for round_ in range(1, args.rounds + 1):
             tools = ["vllm", "tuner"]
             if args.order == "abba" and round_ % 2 == 0:
@@ -619,7 +630,8 @@ def main(argv: list[str] | None = None) -> int:
     title = (f"{args.model} | {server.label} | {Path(args.workload).name} "
              f"({len(requests)} requests, output_tokens with ignore_eos) | "
              f"concurrency {args.concurrency} | "
-             f"warm-up {args.warmup} per run | {order} | prefix cache "
+             f"warm-up {args.warmup} per run{', primed' if args.prime else ''} | {order} | "
+             "prefix cache "
              f"{'reset before each run' if args.reset_prefix_cache else 'never reset'}")
     table, all_met = results_table(runs, title)
     console.width = max(console.width, 110 + 13 * len(runs))  # no wrapped cells with many rounds
