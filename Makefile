@@ -38,7 +38,7 @@ models: install
 demo: models
 	mkdir -p .tuner && rm -f .tuner/demo.db .tuner/demo.db-wal .tuner/demo.db-shm
 	$(BIN)/tuner optimize --workload workloads/code.jsonl --model $(MODELS)/target \
-		--method ngram --method draft_model --draft $(MODELS)/draft --k 2,4 \
+		--method ngram --method draft_model --draft $(MODELS)/draft --k 1-6 \
 		--concurrency 2 --db sqlite:///.tuner/demo.db $(DEMO_SERVER_ARGS)
 
 test: models

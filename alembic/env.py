@@ -20,6 +20,12 @@ def run_migrations_online() -> None:
     url = config.get_main_option("sqlalchemy.url") or database_url()
     engine = make_engine(url)
     with engine.connect() as connection:
+        if connection.dialect.name == "sqlite":
+            # Batch mode rebuilds a table by copy, drop and rename; SQLite would refuse to drop a
+            # table other tables point at while foreign keys are enforced (outside a transaction
+            # only, hence before it begins).
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            connection.commit()
         context.configure(connection=connection, target_metadata=target_metadata,
                           version_table=VERSION_TABLE, include_object=include_object,
                           render_as_batch=True)

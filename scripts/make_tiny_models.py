@@ -5,6 +5,7 @@ its documentation topics and licence texts):
   - a byte-level BPE tokenizer (vocab 2048) with a plain chat template,
   - a target Llama (4 layers, hidden 256),
   - a draft Llama for method draft_model (1 layer, hidden 128, same tokenizer),
+  - a weaker draft of the same shape (15 s of plain training, no distillation),
 so that acceptance really differs between code and chat traffic.
 
 The result goes to OUT (default .models/) and is reused while this script is unchanged.
@@ -33,6 +34,9 @@ MODELS = {
     # name: (layers, hidden, heads, intermediate, training seconds)
     "target": (4, 256, 4, 768, 150),
     "draft": (1, 128, 2, 384, 60),
+    # A second, worse draft (trained briefly on the text, not distilled): searches over drafts
+    # of different quality (benchmarks/search_efficiency.py) need one.
+    "draft-weak": (1, 128, 2, 384, 15),
 }
 
 
@@ -148,6 +152,7 @@ def main() -> int:
     print(f"training on {len(tokens)} tokens")
     target = train_model("target", tokens, args.out / "target", tokenizer.eos_token_id)
     train_model("draft", tokens, args.out / "draft", tokenizer.eos_token_id, teacher=target)
+    train_model("draft-weak", tokens, args.out / "draft-weak", tokenizer.eos_token_id)
     for name in MODELS:
         tokenizer.save_pretrained(args.out / name)
     stamp.write_text(fingerprint + "\n")

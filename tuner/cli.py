@@ -17,7 +17,8 @@ from tuner.engine import ServerOptions, SpecConfig
 from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
 from tuner.report import (MeasureProgress, StudyProgressView, answer_dict, answer_text,
-                          measurement_table, trials_table)
+                          measurement_table, outcome_dict, pareto_table, prediction_error,
+                          schedule_text, trials_table)
 from tuner.trial import MeasureSettings, measure_config
 from tuner.workload import load_workload
 
@@ -159,9 +160,18 @@ def optimize(
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of Poisson arrivals.")] = 0,
     db: DbOpt = None,
     load: Annotated[Optional[str], typer.Option(help="concurrency, rate or trace.")] = None,
-    concurrency: Annotated[Optional[int], typer.Option(help="Clients in the closed loop (default 1).")] = None,
-    rate: RateOpt = None,
+    concurrency: Annotated[Optional[str], typer.Option(
+        help="Clients in the closed loop (default 1); several levels, like 1,4,16,64, give a k per "
+             "batch size.")] = None,
+    rate: Annotated[Optional[str], typer.Option(help="Requests per second for --load rate; "
+                                                "several, like 1,4, measure each.")] = None,
     time_scale: Annotated[Optional[float], typer.Option(help="Multiplies captured gaps for --load trace.")] = None,
+    strategy: Annotated[Optional[str], typer.Option(
+        help="guided (default: step-cost model, fewest restarts), tpe, or grid.")] = None,
+    slo: Annotated[Optional[list[str]], typer.Option(
+        help='Latency target, repeatable: "tpot_p99_ms<=40", "ttft_p99_ms<=500".')] = None,
+    warm_start: Annotated[bool, typer.Option(
+        help="Start a new study from the previous best of this model and workload type.")] = True,
     warmup: WarmupOpt = 2,
     repeats: RepeatsOpt = 1,
     repeat_mode: RepeatModeOpt = "same-server",
@@ -184,10 +194,11 @@ def optimize(
         plan = plan_study(
             study_file, methods=method, drafts=draft, k=k, ngram_lookup=ngram_lookup, load=load,
             concurrency=concurrency, rate=rate, time_scale=time_scale, seed=seed,
-            server_cmd=server_cmd, server_args=server_arg, trials=trials, noise=noise)
+            server_cmd=server_cmd, server_args=server_arg, trials=trials, noise=noise,
+            strategy=strategy, slos=slo, warm_start=warm_start)
         loaded = load_workload(workload, workload_type)
         settings = MeasureSettings(
-            load=plan.load, warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, request_timeout_s=request_timeout,
+            load=plan.loads[0], extra_loads=plan.loads[1:], warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, request_timeout_s=request_timeout,
             default_max_tokens=max_tokens,
             server=ServerOptions(server_cmd=plan.server_cmd, server_args=plan.server_args,
                                  start_timeout_s=start_timeout, log_dir=log_dir),
@@ -198,14 +209,22 @@ def optimize(
         engine = open_database(url)
         store = ResultStore(engine)
         with StudyProgressView(err_console) as progress:
-            answer = run_study(model, loaded, space, settings, store, optuna_storage(url),
-                               plan.options, progress)
-        rows = store.trials(study_name=answer.study_name)
+            outcome = run_study(model, loaded, space, settings, store, optuna_storage(url),
+                                plan.options, progress)
+        rows = store.trials(study_name=outcome.study_name)
         if as_json:
-            print(json.dumps(answer_dict(answer), indent=2))
-        else:
-            console.print(trials_table(rows, answer))
+            print(json.dumps(outcome_dict(outcome), indent=2))
+            return
+        console.print(trials_table(rows))
+        if error := prediction_error(rows):
+            console.print(error)
+        console.print(f"server starts in this run: {outcome.restarts} "
+                      f"(the grid of this space: {len(space.candidates())})")
+        console.print(pareto_table(rows, plan.options.slos))
+        for answer in outcome.answers.values():
             console.print(answer_text(answer), highlight=False, soft_wrap=True)
+        if outcome.schedule is not None:
+            console.print(schedule_text(outcome), highlight=False, soft_wrap=True)
 
 
 @app.command()

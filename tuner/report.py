@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -113,13 +115,16 @@ class StudyProgressView(MeasureProgress):
     def __init__(self, console: Console):
         super().__init__(console)
         self._table = _finished_table()
-        self._baseline: float | None = None
+        self._baseline: dict[str, float] = {}
         self._progress = _ProgressWithTable(*self._progress.columns, table=self._table,
                                             console=console, transient=False)
 
     def trial_started(self, number: int, label: str, done: int, budget: int) -> None:
         self._show()
-        self._progress.log(f"[bold]trial {number}[/] ({done + 1}/{budget}): {label}")
+        if number < 0:
+            self._progress.log(f"[bold]measuring the k-by-batch-size schedule[/]: {label}")
+        else:
+            self._progress.log(f"[bold]trial {number}[/] ({done + 1}/{budget} at most): {label}")
         # Bars of finished trials are dropped: their figures are in the table.
         for task in list(self._progress.task_ids):
             self._progress.remove_task(task)
@@ -127,8 +132,8 @@ class StudyProgressView(MeasureProgress):
     def trial_finished(self, row: TrialRow) -> None:
         self._show()
         if row.config is None and row.tokens_per_s:
-            self._baseline = row.tokens_per_s
-        _add_row(self._table, row, self._baseline)
+            self._baseline[row.load] = row.tokens_per_s
+        _add_row(self._table, row, self._baseline.get(row.load))
         if row.status == "complete":
             acc = f", acceptance length {row.mean_acceptance_length:.2f}" if row.mean_acceptance_length else ""
             self._progress.log(f"  [green]done[/] {row.label}: {row.tokens_per_s:.1f} tok/s{acc}")
@@ -138,10 +143,26 @@ class StudyProgressView(MeasureProgress):
 
 def _finished_table(title: str | None = None) -> Table:
     table = Table(title=title, title_justify="left")
-    for column in ("#", "config", "status", "tok/s", "vs baseline", "TPOT p50 ms", "acc. rate",
+    for column in ("#", "config", "load", "status", "tok/s", "predicted", "vs baseline", "TPOT p50/p99 ms",
                    "acc. length", "per position", "greedy match"):
         table.add_column(column, justify="left" if column in ("config", "status") else "right")
     return table
+
+
+def short_load(label: str) -> str:
+    """'concurrency 4' -> 'c4', 'Poisson 2.5 req/s' -> '2.5/s'."""
+    mode, _, rest = label.partition(" ")
+    return {"concurrency": f"c{rest}", "Poisson": f"{rest.split()[0]}/s" if rest else label}.get(mode, label)
+
+
+def predicted_cell(r: TrialRow) -> str:
+    """The guided search's prediction and, once measured, its error."""
+    if r.predicted_tokens_per_s is None:
+        return "-"
+    cell = f"{r.predicted_tokens_per_s:.0f}±{r.predicted_sigma:.0f}"
+    if r.tokens_per_s:
+        cell += f" ({r.predicted_tokens_per_s / r.tokens_per_s - 1:+.0%})"
+    return cell
 
 
 def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None) -> None:
@@ -152,22 +173,73 @@ def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None) -> 
         tokens = f"{r.tokens_per_s:.1f}" + (f" ±{r.tokens_per_s_mad:.1f}" if r.repeats > 1 else "")
     match = "-" if r.greedy_match_rate is None else (
         f"{r.greedy_match_rate:.0%}" if r.greedy_match_rate == 1 else f"[red]{r.greedy_match_rate:.0%}[/]")
+    number = "sched" if r.kind == "schedule" else str(r.optuna_trial_number)
+    tpot = "-" if not r.tpot_p50_s else f"{r.tpot_p50_s * 1000:.2f}/" + (
+        f"{r.tpot_p99_s * 1000:.2f}" if r.tpot_p99_s is not None else "-")
     table.add_row(
-        str(r.optuna_trial_number), r.label, r.status if r.status == "complete" else f"[red]{r.status}[/]",
-        tokens, ratio,
-        f"{r.tpot_p50_s * 1000:.2f}" if r.tpot_p50_s else "-",
-        f"{r.acceptance_rate:.3f}" if r.acceptance_rate is not None else "-",
+        number, r.label, short_load(r.load), r.status if r.status == "complete" else f"[red]{r.status}[/]",
+        tokens, predicted_cell(r), ratio, tpot,
         f"{r.mean_acceptance_length:.2f}" if r.mean_acceptance_length else "-",
         " ".join(f"{p:.2f}" for p in r.per_position) if r.per_position else "-",
         match,
     )
 
 
-def trials_table(rows: list[TrialRow], answer: Answer | None = None) -> Table:
+def trials_table(rows: list[TrialRow]) -> Table:
     table = _finished_table(rows[0].study_name if rows else "trials")
+    baselines = {r.load: r.tokens_per_s for r in rows if r.config is None and r.status == "complete"}
     for r in rows:
-        _add_row(table, r, answer.baseline.tokens_per_s if answer else None)
+        _add_row(table, r, baselines.get(r.load))
     return table
+
+
+def pareto_table(rows: list[TrialRow], slos=()) -> Table:
+    """The front of tokens/s versus p99 TPOT, per load, with each point's targets met or not."""
+    from tuner.search.slo import feasible, pareto_front
+
+    table = Table(title="Pareto front: output tokens/s versus TPOT p99", title_justify="left")
+    for column in ("load", "config", "tok/s", "TPOT p99 ms", "meets targets"):
+        table.add_column(column, justify="left" if column == "config" else "right")
+    for load in dict.fromkeys(r.load for r in rows):
+        for r in pareto_front([r for r in rows if r.load == load and r.kind == "study"]):
+            table.add_row(short_load(load), r.label, f"{r.tokens_per_s:.1f}", f"{r.tpot_p99_s * 1000:.2f}",
+                          ("yes" if feasible(r, slos) else "[red]no[/]") if slos else "-")
+    return table
+
+
+def prediction_error(rows: list[TrialRow]) -> str | None:
+    """How far the step-cost model was off on the trials it predicted."""
+    errors = [abs(r.predicted_tokens_per_s / r.tokens_per_s - 1) for r in rows
+              if r.predicted_tokens_per_s and r.tokens_per_s and r.status == "complete"]
+    if not errors:
+        return None
+    return (f"step-cost model: predicted {len(errors)} trials, mean absolute error "
+            f"{sum(errors) / len(errors):.1%}, worst {max(errors):.1%}")
+
+
+def schedule_text(outcome) -> str:
+    """The k-by-batch-size schedule, measured, against the best single config and the baseline."""
+    schedule = outcome.schedule
+    lines = ["[bold]k by batch size[/] (vLLM num_speculative_tokens_per_batch_size)"]
+    if schedule.config() is None:
+        lines.append("speculation loses at every load level: keep it off")
+        return "\n".join(lines)
+    measured = {r.load: r for r in outcome.schedule_rows or []}
+    single = {r.load: r for r in outcome.single or []}
+    for level in schedule.levels:
+        parts = [f"  {level.load}: k={level.k}",
+                 f"baseline {level.baseline.tokens_per_s:.1f}"]
+        if level.load in single:
+            parts.append(f"best single ({single[level.load].label}) {single[level.load].tokens_per_s:.1f}")
+        sched = measured.get(level.load)
+        if sched is not None and sched.tokens_per_s:
+            parts.append(f"schedule {sched.tokens_per_s:.1f} tok/s ({sched.tokens_per_s / level.baseline.tokens_per_s:.2f}x)")
+        lines.append(", ".join(parts))
+    if outcome.schedule_rows is None:
+        lines.append("[red]the schedule's own measurement failed[/]; see the trials table")
+    lines.append("deploy with:")
+    lines.append("  --speculative-config '" + json.dumps(schedule.config(), sort_keys=True) + "'")
+    return "\n".join(lines)
 
 
 def answer_text(answer: Answer) -> str:
@@ -175,6 +247,9 @@ def answer_text(answer: Answer) -> str:
              f"[bold green]{answer.verdict}[/]" if not answer.keep_speculation_off
              else f"[bold yellow]{answer.verdict}[/]",
              f"baseline: {answer.baseline.tokens_per_s:.1f} tok/s"]
+    if answer.slos:
+        lines.append("latency targets: " + ", ".join(slo.text for slo in answer.slos)
+                     + ("" if answer.meets_slos else " [red](none met)[/]"))
     if answer.best is not None:
         best = answer.best
         lines.append(f"best speculative: {best.label}: {best.tokens_per_s:.1f} tok/s"
@@ -210,7 +285,22 @@ def answer_dict(answer: Answer) -> dict:
                 "vllm_version": r.vllm_version, "host": r.host}
 
     return {"model": answer.model, "workload_type": answer.workload_type, "load": answer.load,
-            "study": answer.study_name, "keep_speculation_off": answer.keep_speculation_off,
+            "study": answer.study_name, "meets_slos": answer.meets_slos,
+            "slos": [slo.text for slo in answer.slos], "keep_speculation_off": answer.keep_speculation_off,
             "speedup": answer.speedup, "tpot_change": answer.tpot_change, "noise": answer.noise,
             "verdict": answer.verdict, "winner": row(answer.winner), "best_speculative": row(answer.best),
             "baseline": row(answer.baseline), "serve_command": answer.serve_command()}
+
+
+def outcome_dict(outcome) -> dict:
+    """The first load's answer at the top level (as for one load), every load's under 'answers',
+    and the schedule where several concurrency levels were measured."""
+    schedule = None
+    if outcome.schedule is not None:
+        schedule = {**outcome.schedule.to_dict(),
+                    "measured_tokens_per_s": {r.load: r.tokens_per_s for r in outcome.schedule_rows or []},
+                    "best_single": [{"load": r.load, "label": r.label, "config": r.config,
+                                     "tokens_per_s": r.tokens_per_s} for r in outcome.single or []]}
+    return {**answer_dict(outcome.answer),
+            "answers": {load: answer_dict(a) for load, a in outcome.answers.items()},
+            "schedule": schedule, "server_starts": outcome.restarts}

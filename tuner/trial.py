@@ -47,6 +47,26 @@ class MeasureSettings:
     request_timeout_s: float = 600.0
     default_max_tokens: int = 128
     server: ServerOptions = field(default_factory=ServerOptions)
+    # Further loads replayed on the same server after ``load`` (``--concurrency 1,4,16``): a
+    # figure per load for the price of one restart.
+    extra_loads: tuple[LoadSpec, ...] = ()
+
+    @property
+    def loads(self) -> tuple[LoadSpec, ...]:
+        return (self.load, *self.extra_loads)
+
+    @property
+    def loads_label(self) -> str:
+        return loads_label(self.loads)
+
+
+def loads_label(loads: tuple[LoadSpec, ...]) -> str:
+    """'concurrency 4', or 'concurrency 1,4,16' for several levels of one mode."""
+    if len(loads) == 1:
+        return loads[0].label
+    if all(load.mode == "concurrency" for load in loads):
+        return "concurrency " + ",".join(str(load.concurrency) for load in loads)
+    return " + ".join(load.label for load in loads)
 
 
 @dataclass(frozen=True)
@@ -164,14 +184,29 @@ def measure_config(
     settings: MeasureSettings | None = None,
     progress: Progress | None = None,
 ) -> Measurement:
-    """Measure one configuration on a fresh vLLM server; the server is always stopped."""
+    """Measure one configuration at ``settings.load`` on a fresh vLLM server."""
+    settings = replace(settings or MeasureSettings(), extra_loads=())
+    return measure_config_at_loads(model, spec, workload, settings, progress)[0]
+
+
+def measure_config_at_loads(
+    model: str,
+    spec: SpecConfig | None,
+    workload: Workload,
+    settings: MeasureSettings | None = None,
+    progress: Progress | None = None,
+) -> list[Measurement]:
+    """Measure one configuration on a fresh vLLM server at each of ``settings.loads``, in order;
+    one Measurement per load. The server is always stopped."""
     settings = settings or MeasureSettings()
     progress = progress or NoProgress()
     if settings.repeat_mode == "fresh-server" and settings.repeats > 1:
         once = replace(settings, repeats=1)
-        parts = [measure_config(model, spec, workload, once, progress) for _ in range(settings.repeats)]
-        runs = [replace(part.runs[0], repeat=i) for i, part in enumerate(parts)]
-        return replace(parts[0], runs=runs, finished_at=parts[-1].finished_at)
+        parts = [measure_config_at_loads(model, spec, workload, once, progress)
+                 for _ in range(settings.repeats)]
+        return [replace(per_load[0], runs=[replace(p.runs[0], repeat=i) for i, p in enumerate(per_load)],
+                        finished_at=per_load[-1].finished_at)
+                for per_load in zip(*parts)]
     if settings.sampling_seed is not None:
         workload = workload.with_default_seeds(settings.sampling_seed)
     started_at = _now()
@@ -180,56 +215,75 @@ def measure_config(
     progress.phase(f"starting vLLM ({server.label}), log {settings.server.log_dir}")
     with server:
         progress.phase(f"server ready in {server.startup_s:.0f} s")
-        if settings.warmup > 0:
-            warm = list(itertools.islice(itertools.cycle(workload.requests), settings.warmup))
-            progress.start_replay("warm-up", len(warm))
-            warm_results, _ = replay(
-                server.base_url, model, warm, LoadSpec("concurrency", settings.load.concurrency),
-                request_timeout_s=settings.request_timeout_s,
-                default_max_tokens=settings.default_max_tokens, on_result=progress.request_done,
-            )
-            if not server.alive():
-                raise _died(server, "warm-up")
-            if not any(r.ok for r in warm_results):
-                raise TunerError(f"every warm-up request failed ({warm_results[0].error}); "
-                                 f"check the workload against the server log {server.log_path}")
-        runs = []
-        for repeat in range(settings.repeats):
-            if repeat:
+        runs_by_load = []
+        for index, load in enumerate(settings.loads):
+            if index:
                 _reset_prefix_cache(server)
-            before = scrape_counters(server.base_url)
-            label = f" {repeat + 1}/{settings.repeats}" if settings.repeats > 1 else ""
-            progress.start_replay(f"replay{label} ({settings.load.label})", len(workload))
-            results, duration = replay(
-                server.base_url, model, workload.requests, settings.load,
-                request_timeout_s=settings.request_timeout_s,
-                default_max_tokens=settings.default_max_tokens, on_result=progress.request_done,
-            )
-            if not server.alive():
-                raise _died(server, "the replay")
-            after = scrape_counters(server.base_url)
-            runs.append(RunResult(
-                repeat=repeat, summary=summarize(results, duration),
-                acceptance=acceptance_between(before, after, spec.k if spec else None),
-                server_generation_tokens=int(after.generation_tokens - before.generation_tokens),
-                requests=results,
-            ))
+            _warm_up(server, model, workload, load, settings, progress)
+            runs_by_load.append(_replays(server, model, spec, workload, load, settings, progress))
         record = ServerRecord(
             command=server.command(), log_path=str(server.log_path), startup_s=server.startup_s or 0.0,
             pid=server.process.pid if server.process else -1, port=server.port,
             vllm_version=_vllm_version(server.base_url),
         )
         progress.phase("stopping the server")
-    return Measurement(
+    finished_at = _now()
+    return [Measurement(
         model=model,
         workload_path=str(Path(workload.path)),
         workload_type=workload.type,
         spec=spec.to_vllm() if spec else None,
-        load=settings.load.label,
+        load=load.label,
         warmup_requests=settings.warmup,
         server=record,
         runs=runs,
         host=platform.node(),
         started_at=started_at,
-        finished_at=_now(),
+        finished_at=finished_at,
+    ) for load, runs in zip(settings.loads, runs_by_load)]
+
+
+def _warm_up(server: VllmServer, model: str, workload: Workload, load: LoadSpec,
+             settings: MeasureSettings, progress: Progress) -> None:
+    """A few requests at the load's concurrency, excluded from the figures."""
+    if settings.warmup <= 0:
+        return
+    warm = list(itertools.islice(itertools.cycle(workload.requests), settings.warmup))
+    progress.start_replay("warm-up", len(warm))
+    warm_results, _ = replay(
+        server.base_url, model, warm, LoadSpec("concurrency", load.concurrency),
+        request_timeout_s=settings.request_timeout_s,
+        default_max_tokens=settings.default_max_tokens, on_result=progress.request_done,
     )
+    if not server.alive():
+        raise _died(server, "warm-up")
+    if not any(r.ok for r in warm_results):
+        raise TunerError(f"every warm-up request failed ({warm_results[0].error}); "
+                         f"check the workload against the server log {server.log_path}")
+
+
+def _replays(server: VllmServer, model: str, spec: SpecConfig | None, workload: Workload,
+             load: LoadSpec, settings: MeasureSettings, progress: Progress) -> list[RunResult]:
+    """``settings.repeats`` replays of the workload at one load, /metrics read around each."""
+    runs = []
+    for repeat in range(settings.repeats):
+        if repeat:
+            _reset_prefix_cache(server)
+        before = scrape_counters(server.base_url)
+        label = f" {repeat + 1}/{settings.repeats}" if settings.repeats > 1 else ""
+        progress.start_replay(f"replay{label} ({load.label})", len(workload))
+        results, duration = replay(
+            server.base_url, model, workload.requests, load,
+            request_timeout_s=settings.request_timeout_s,
+            default_max_tokens=settings.default_max_tokens, on_result=progress.request_done,
+        )
+        if not server.alive():
+            raise _died(server, "the replay")
+        after = scrape_counters(server.base_url)
+        runs.append(RunResult(
+            repeat=repeat, summary=summarize(results, duration),
+            acceptance=acceptance_between(before, after, spec.k if spec else None),
+            server_generation_tokens=int(after.generation_tokens - before.generation_tokens),
+            requests=results,
+        ))
+    return runs

@@ -52,7 +52,7 @@ def optuna_states(tmp_path: Path) -> list[TrialState]:
 def test_optimize_stores_every_trial_and_best_names_the_winner(tmp_path, tiny_models):
     answer = json.loads(run(optimize_cmd(
         tmp_path, tiny_models, "--method", "ngram", "--method", "draft_model",
-        "--draft", str(tiny_models / "draft"), "--k", "2,4", "--json")).stdout)
+        "--draft", str(tiny_models / "draft"), "--k", "2,4", "--strategy", "grid", "--json")).stdout)
     rows = trials(tmp_path)
     assert [r.status for r in rows] == ["complete"] * 5
     assert rows[0].config is None  # the baseline is measured first

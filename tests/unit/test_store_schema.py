@@ -46,3 +46,39 @@ def test_out_of_date_schema_is_refused_with_the_fix(tmp_path):
         connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0000'"))
     with pytest.raises(UsageError, match="run `tuner db upgrade --db"):
         open_database(url)
+
+
+def test_upgrade_from_0002_keeps_the_figures_and_files_them_under_the_run_load(tmp_path):
+    from alembic import command
+
+    from tuner.store import ResultStore
+    from tuner.store.db import alembic_config, upgrade
+
+    url = f"sqlite:///{tmp_path / 'v2.db'}"
+    command.upgrade(alembic_config(url), "0002")
+    engine = create_engine(url)
+    with engine.begin() as c:
+        c.execute(text("INSERT INTO tuner_models (id, name, created_at) VALUES (1, 'm', '2026-11-01')"))
+        c.execute(text("INSERT INTO tuner_workloads (id, type, file_name, content_hash, request_count, "
+                       "created_at) VALUES (1, 'code', 'code.jsonl', 'h', 3, '2026-11-01')"))
+        c.execute(text("INSERT INTO tuner_study_runs (id, study_name, model_id, workload_id, space, load, "
+                       "server_args, host, status, started_at) VALUES (1, 's', 1, 1, '{}', "
+                       "'concurrency 2', '[]', 'h', 'finished', '2026-11-01')"))
+        c.execute(text("INSERT INTO tuner_trials (id, study_run_id, optuna_trial_number, config, label, "
+                       "status, started_at) VALUES (1, 1, 0, 'null', 'baseline', 'complete', '2026-11-01')"))
+        c.execute(text("INSERT INTO tuner_trial_metrics (id, trial_id, output_tokens_per_s, requests_per_s, "
+                       "requests, failed_requests, output_tokens, errors, server_generation_tokens, repeats) "
+                       "VALUES (1, 1, 123.5, 1.0, 3, 0, 100, '[]', 100, 2)"))
+        for repeat, tps in ((0, 120.0), (1, 127.0)):
+            c.execute(text("INSERT INTO tuner_trial_runs (trial_id, repeat, output_tokens_per_s, "
+                           "failed_requests, server_generation_tokens, output_digests) "
+                           f"VALUES (1, {repeat}, {tps}, 0, 50, '{{}}')"))
+    upgrade(url)
+    store = ResultStore(open_database(url))
+    (row,) = store.trials()
+    assert (row.load, row.tokens_per_s, row.kind, row.predicted_tokens_per_s) == (
+        "concurrency 2", 123.5, "study", None)
+    assert store.run_tokens_per_s("s") == {(0, "concurrency 2"): [120.0, 127.0]}
+    command.downgrade(alembic_config(url), "0002")  # and back, for a rollback
+    with engine.connect() as c:
+        assert c.execute(text("SELECT output_tokens_per_s FROM tuner_trial_metrics")).scalar() == 123.5

@@ -1,15 +1,15 @@
 """The study loop with a stand-in for the measurement (a unit test of the search room only;
 tests/integration/test_optimize_real.py runs it on the real vLLM server)."""
 
-from pathlib import Path
 
 import pytest
-from optuna.trial import TrialState
 
 from tuner.engine import ServerOptions
-from tuner.replay import Percentiles, ReplaySummary
+from tuner.metrics import Acceptance
+from tuner.replay import LoadSpec, Percentiles, ReplaySummary
 from tuner.search import OptimizeSettings, SearchSpace, optimize
 from tuner.search import study as study_module
+from tuner.search.slo import parse_slos
 from tuner.store import ResultStore, open_database, optuna_storage
 from tuner.trial import MeasureSettings, Measurement, NoProgress, RunResult, ServerRecord
 from tuner.workload import Request, Workload
@@ -23,18 +23,23 @@ class Quiet(NoProgress):
         pass
 
 
-def fake_measurement(spec, tokens_per_s, failed=0):
-    p = Percentiles(0.01, 0.01, 0.02, 0.03)
+def fake_measurement(spec, tokens_per_s, failed=0, per_position=None, load="concurrency 1", tpot=0.01):
+    p = Percentiles(tpot, tpot, tpot * 2, tpot * 3)
     summary = ReplaySummary(requests=10, completed=10 - failed, failed=failed, duration_s=1.0,
                             output_tokens=int(tokens_per_s), output_tokens_per_s=tokens_per_s,
                             requests_per_s=10.0, ttft=p, tpot=p, e2e=p,
                             errors=(f"{failed} x HTTP 500",) if failed else ())
     server = ServerRecord(command=["vllm"], log_path="/tmp/x.log", startup_s=1.0, pid=1, port=1,
                           vllm_version="0.32.0")
-    run = RunResult(repeat=0, summary=summary, acceptance=None,
+    acceptance = None
+    if per_position is not None:
+        acceptance = Acceptance(100, 100 * len(per_position), int(100 * sum(per_position)),
+                                sum(per_position) / len(per_position), 1 + sum(per_position),
+                                tuple(per_position))
+    run = RunResult(repeat=0, summary=summary, acceptance=acceptance,
                     server_generation_tokens=int(tokens_per_s), requests=[])
     return Measurement(model="m", workload_path="w.jsonl", workload_type="code",
-                       spec=spec.to_vllm() if spec else None, load="concurrency 1", warmup_requests=0,
+                       spec=spec.to_vllm() if spec else None, load=load, warmup_requests=0,
                        server=server, runs=[run], host="h", started_at="", finished_at="")
 
 
@@ -54,12 +59,12 @@ def test_tpe_branch_measures_distinct_configs_baseline_first(setup, monkeypatch)
 
     def measure(model, spec, workload, settings, progress):
         measured.append(spec.label if spec else "baseline")
-        return fake_measurement(spec, 100.0 + (spec.k * 10 if spec else 0))
+        return [fake_measurement(spec, 100.0 + (spec.k * 10 if spec else 0))]
 
-    monkeypatch.setattr(study_module, "measure_config", measure)
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
     space = SearchSpace(methods=("ngram",), ks=(1, 2, 3, 4, 5, 6, 7, 8))  # 9 configs > 4 trials
     answer = optimize("m", workload, space, settings, store, optuna_storage(url),
-                      OptimizeSettings(trials=4, seed=1), Quiet())
+                      OptimizeSettings(trials=4, seed=1, strategy="tpe"), Quiet()).answer
     assert measured[0] == "baseline"
     assert len(measured) == 4 == len(set(measured))  # no config measured twice
     assert [r.status for r in store.trials()] == ["complete"] * 4
@@ -71,17 +76,151 @@ def test_too_many_failed_requests_fail_the_trial_and_the_study_goes_on(setup, mo
     url, store, workload, settings = setup
 
     def measure(model, spec, workload, settings, progress):
-        return fake_measurement(spec, 120.0, failed=3 if spec and spec.k == 2 else 0)
+        return [fake_measurement(spec, 120.0, failed=3 if spec and spec.k == 2 else 0)]
 
-    monkeypatch.setattr(study_module, "measure_config", measure)
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
     space = SearchSpace(methods=("ngram",), ks=(1, 2))
     storage = optuna_storage(url)
-    answer = optimize("m", workload, space, settings, store, storage, OptimizeSettings(trials=5), Quiet())
+    grid = OptimizeSettings(trials=5, strategy="grid")
+    answer = optimize("m", workload, space, settings, store, storage, grid, Quiet()).answer
     rows = store.trials()
     assert [r.status for r in rows] == ["complete", "complete", "failed"]
     assert rows[2].failure_cause == "3 of 10 requests failed (3 x HTTP 500)"
     assert answer.best.label == "ngram k=1"
     # A rerun has nothing left to measure.
-    monkeypatch.setattr(study_module, "measure_config", lambda *a: pytest.fail("remeasured"))
-    optimize("m", workload, space, settings, store, storage, OptimizeSettings(trials=5), Quiet())
+    monkeypatch.setattr(study_module, "measure_config_at_loads", lambda *a: pytest.fail("remeasured"))
+    optimize("m", workload, space, settings, store, storage, grid, Quiet())
     assert len(store.trials()) == 3
+
+
+# A synthetic host for the guided search: tokens/s = R0 * tau(k) / (1 + c k), exactly the model's
+# form, with acceptance profiles per drafter. The guided search must find the true best while
+# measuring few configs.
+PROFILES = {"good": [0.8, 0.65, 0.5, 0.4, 0.3, 0.22, 0.15, 0.1], "weak": [0.4, 0.2, 0.1, 0.05, 0.02, 0.01, 0.0, 0.0]}
+COST = {"good": 0.12, "weak": 0.12, None: 0.05}
+
+
+def world(spec, concurrency=1):
+    base = 100.0 * concurrency ** 0.5
+    if spec is None:
+        return base, None
+    drafter = "good" if spec.draft_model == "good" else "weak" if spec.draft_model else None
+    profile = PROFILES[drafter or "weak"][:spec.k]
+    cost = COST[drafter] * (1 + 0.5 * (concurrency - 1))  # verifying k tokens costs more in a big batch
+    return base * (1 + sum(profile)) / (1 + cost * spec.k), profile
+
+
+def true_best(space):
+    return max(world(c.spec)[0] for c in space.candidates())
+
+
+def test_guided_finds_the_best_with_a_fraction_of_the_restarts(setup, monkeypatch):
+    url, store, workload, settings = setup
+    measured = []
+
+    def measure(model, spec, workload, settings, progress):
+        measured.append(spec.label if spec else "baseline")
+        tps, profile = world(spec)
+        return [fake_measurement(spec, tps, per_position=profile)]
+
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
+    space = SearchSpace(methods=("ngram", "draft_model"), ks=tuple(range(1, 9)),
+                        drafts={"draft_model": ("good", "weak")})
+    outcome = optimize("m", workload, space, settings, store, optuna_storage(url),
+                       OptimizeSettings(trials=30, noise=0.02), Quiet())
+    grid = len(space.candidates())
+    assert grid == 25
+    assert measured[:4] == ["baseline", "ngram k=8", "draft_model k=8 draft=good", "draft_model k=8 draft=weak"]
+    assert outcome.restarts == len(measured) <= grid // 4
+    # Within the run-to-run noise (2 % without repeats) of the true best, by the stop rule.
+    assert outcome.answer.best.tokens_per_s >= true_best(space) / 1.02
+    rows = store.trials()
+    predicted = [r for r in rows if r.predicted_tokens_per_s is not None]
+    assert predicted and all(r.proposal_reason for r in predicted)
+    # The world has the model's own form: once fitted, predictions are exact.
+    assert all(r.predicted_tokens_per_s == pytest.approx(r.tokens_per_s, rel=0.01) for r in predicted)
+
+
+def test_guided_warm_start_measures_the_previous_best_first_and_little_else(setup, monkeypatch):
+    url, store, workload, settings = setup
+    measured = []
+
+    def measure(model, spec, workload, settings, progress):
+        measured.append(spec.label if spec else "baseline")
+        tps, profile = world(spec)
+        return [fake_measurement(spec, tps, per_position=profile)]
+
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
+    space = SearchSpace(methods=("ngram", "draft_model"), ks=tuple(range(1, 9)),
+                        drafts={"draft_model": ("good", "weak")})
+    first = optimize("m", workload, space, settings, store, optuna_storage(url),
+                     OptimizeSettings(trials=30, noise=0.02), Quiet())
+    cold = len(measured)
+    measured.clear()
+    other = MeasureSettings(load=LoadSpec("concurrency", 1), warmup=3, server=settings.server)
+    # Another study (a different name: warm-up differs only in the name here) of the same model and type.
+    monkeypatch.setattr(study_module, "study_name", lambda *a: "nightly")
+    second = optimize("m", workload, space, other, store, optuna_storage(url),
+                      OptimizeSettings(trials=30, noise=0.02), Quiet())
+    assert measured[:2] == ["baseline", first.answer.winner.label]
+    assert len(measured) < cold
+    assert second.answer.winner.label == first.answer.winner.label
+
+
+def test_slo_makes_fast_configs_infeasible_and_the_answer_respects_it(setup, monkeypatch):
+    url, store, workload, settings = setup
+
+    def measure(model, spec, workload, settings, progress):
+        tps, profile = world(spec)
+        # TPOT p99 (3x the mean here) grows with k: k >= 3 breaks a 40 ms p99 target.
+        return [fake_measurement(spec, tps, per_position=profile, tpot=0.01 + 0.001 * (spec.k if spec else 0))]
+
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
+    space = SearchSpace(methods=("draft_model",), ks=tuple(range(1, 7)), drafts={"draft_model": ("good",)})
+    slos = parse_slos(["tpot_p99_ms<=38"])
+    outcome = optimize("m", workload, space, settings, store, optuna_storage(url),
+                       OptimizeSettings(trials=10, strategy="grid", slos=slos), Quiet())
+    answer = outcome.answer
+    assert answer.winner.config["num_speculative_tokens"] <= 2
+    assert all(slo.met(answer.winner) for slo in slos)
+    unconstrained = max(store.trials(), key=lambda r: r.tokens_per_s)
+    assert unconstrained.config["num_speculative_tokens"] > 2  # the target really bound
+    run = store.study_runs(outcome.study_name)[-1]
+    assert run["slos"] == ["tpot_p99_ms<=38"] and run["pareto_front"]["concurrency 1"]
+
+
+def test_several_loads_give_a_schedule_measured_against_the_best_single_k(setup, monkeypatch):
+    url, store, workload, settings = setup
+    starts = []
+
+    def measure(model, spec, workload, settings, progress):
+        starts.append(spec)
+        result = []
+        for load in settings.loads:
+            if spec is not None and "num_speculative_tokens_per_batch_size" in spec.extra:
+                ranges = spec.extra["num_speculative_tokens_per_batch_size"]
+                k = next(k for lo, hi, k in ranges if lo <= load.concurrency <= hi or hi == ranges[-1][1])
+                spec_here = type(spec)(spec.method, max(k, 1), spec.draft_model) if k else None
+            else:
+                spec_here = spec
+            tps, profile = world(spec_here, load.concurrency)
+            result.append(fake_measurement(spec, tps, per_position=profile, load=load.label))
+        return result
+
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
+    loads = (LoadSpec("concurrency", 1), LoadSpec("concurrency", 4), LoadSpec("concurrency", 16))
+    multi = MeasureSettings(load=loads[0], extra_loads=loads[1:], server=settings.server)
+    space = SearchSpace(methods=("draft_model",), ks=(1, 2, 3, 4, 6, 8), drafts={"draft_model": ("good",)})
+    outcome = optimize("m", workload, space, multi, store, optuna_storage(url),
+                       OptimizeSettings(trials=10, strategy="grid", noise=0.01), Quiet())
+    ks = [level.k for level in outcome.schedule.levels]
+    assert ks[0] > ks[1] > ks[2] >= 0  # verification costs more in bigger batches: k falls with load
+    config = outcome.schedule.config()
+    ranges = config["num_speculative_tokens_per_batch_size"]
+    assert ranges[0][0] == 1 and config["num_speculative_tokens"] == ks[0]
+    assert [r.load for r in outcome.schedule_rows] == [load.label for load in loads]
+    assert len(starts) == len(space.candidates()) + 1  # one start per config, plus the schedule's
+    single = {r.load: r.tokens_per_s for r in outcome.single}
+    sched = {r.load: r.tokens_per_s for r in outcome.schedule_rows}
+    assert all(sched[label] >= single[label] * 0.999 for label in single)
+    assert sum(sched.values()) > sum(single.values())

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.errors import TunerError
+from tuner.search.slo import Slo, feasible
 from tuner.stats import RepeatStats, tied
 from tuner.store import TrialRow
 
@@ -35,6 +36,8 @@ class Answer:
     best: TrialRow | None  # the speculative config with the highest score, winning or not
     winner: TrialRow  # the baseline when speculation does not clearly pay
     noise: float
+    slos: tuple[Slo, ...] = ()
+    meets_slos: bool = True  # False: no configuration met the latency targets
 
     @property
     def keep_speculation_off(self) -> bool:
@@ -64,6 +67,9 @@ class Answer:
 
     @property
     def verdict(self) -> str:
+        if not self.meets_slos:
+            return ("no configuration meets the latency targets ("
+                    + ", ".join(slo.text for slo in self.slos) + "); the baseline is shown")
         if self.best is None:
             return "keep speculation off: no speculative configuration completed"
         if self.keep_speculation_off:
@@ -72,35 +78,41 @@ class Answer:
         return f"{self.winner.label}: {self.speedup:.2f}x the baseline's output tokens/s"
 
 
-def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE) -> Answer:
-    """The answer for one study's trials.
+def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE, slos: Sequence[Slo] = ()) -> Answer:
+    """The answer for one study's trials at one load.
 
-    Configs are ranked on a conservative score (median tokens/s minus its scaled MAD). Every
-    config tied with the top one (within ``noise`` of it plus both spreads) is a candidate, and
-    the one with the smallest k wins: the baseline (k = 0) when it is among them.
+    Configs that break a latency target are out. The rest are ranked on a conservative score
+    (median tokens/s minus its scaled MAD). Every config tied with the top one (within ``noise``
+    of it plus both spreads) is a candidate, and the one with the smallest k wins: the baseline
+    (k = 0) when it is among them.
     """
-    done = [t for t in trials if t.status == "complete" and t.tokens_per_s is not None]
+    done = [t for t in trials if t.status == "complete" and t.tokens_per_s is not None
+            and t.kind == "study"]
     baselines = [t for t in done if t.config is None]
     if not baselines:
         name = trials[0].study_name if trials else "this study"
         raise TunerError(f"{name} has no completed baseline, so no speedup can be computed; "
                          "rerun the study to measure it")
     baseline = baselines[-1]
-    ranked = [baseline] + [t for t in done if t.config is not None]
+    ranked = [t for t in [baseline] + [t for t in done if t.config is not None] if feasible(t, slos)]
+    spec = [t for t in ranked if t.config is not None]
+    best = max(spec, key=lambda t: trial_stats(t).score) if spec else None
+    if not ranked:
+        return Answer(baseline.study_name, baseline.model, baseline.workload_type, baseline.load,
+                      baseline, None, baseline, noise, tuple(slos), meets_slos=False)
     top = max(ranked, key=lambda t: trial_stats(t).score)
     candidates = [t for t in ranked if tied(trial_stats(t), trial_stats(top), noise)]
     winner = min(candidates, key=lambda t: (trial_k(t), -trial_stats(t).score))
-    spec = ranked[1:]
-    best = max(spec, key=lambda t: trial_stats(t).score) if spec else None
     return Answer(baseline.study_name, baseline.model, baseline.workload_type, baseline.load,
-                  baseline, best, winner, noise)
+                  baseline, best, winner, noise, tuple(slos))
 
 
 def best_per_model_workload(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE) -> list[Answer]:
-    """Per (model, workload type), the study whose answer has the highest speedup over its own baseline."""
-    by_study: dict[str, list[TrialRow]] = {}
+    """Per (model, workload type), the study (and load) whose answer has the highest speedup over
+    its own baseline."""
+    by_study: dict[tuple[str, str], list[TrialRow]] = {}
     for t in trials:
-        by_study.setdefault(t.study_name, []).append(t)
+        by_study.setdefault((t.study_name, t.load), []).append(t)
     best: dict[tuple[str, str], Answer] = {}
     for study_trials in by_study.values():
         try:

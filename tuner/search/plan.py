@@ -3,6 +3,8 @@
 ```toml
 trials = 12
 noise = 0.05
+strategy = "guided"            # or tpe, grid
+slo = ["tpot_p99_ms<=40"]
 [space]
 methods = ["ngram", "draft_model"]
 k = "1-6"                      # or [1, 2, 4]
@@ -15,7 +17,7 @@ cmd = "vllm serve {model}"
 args = ["--max-model-len=4096"]
 [load]
 mode = "concurrency"           # or rate, trace
-concurrency = 8
+concurrency = 8                # or [1, 4, 16, 64]: one trial replays each level on its server
 ```
 """
 
@@ -29,11 +31,12 @@ from typing import Any
 from tuner.errors import UsageError
 from tuner.replay import LoadSpec
 from tuner.search.answer import DEFAULT_NOISE
+from tuner.search.slo import parse_slos
 from tuner.search.space import DEFAULT_KS, SearchSpace, drafts_by_method, parse_ks, parse_lookup
 from tuner.search.study import OptimizeSettings
 
 KEYS = {
-    "": {"trials", "noise", "space", "server", "load"},
+    "": {"trials", "noise", "strategy", "slo", "space", "server", "load"},
     "space": {"methods", "k", "ngram_lookup", "fixed_k", "drafts"},
     "server": {"cmd", "args"},
     "load": {"mode", "concurrency", "rate", "time_scale"},
@@ -43,10 +46,26 @@ KEYS = {
 @dataclass(frozen=True)
 class StudyPlan:
     space: SearchSpace
-    load: LoadSpec
+    loads: tuple[LoadSpec, ...]
     server_cmd: str | None
     server_args: list[str]
     options: OptimizeSettings
+
+    @property
+    def load(self) -> LoadSpec:
+        return self.loads[0]
+
+
+def parse_levels(value: Any, name: str, kind: type = int) -> tuple:
+    """'1,4,16' (a flag) or [1, 4, 16] or 8 (the study file) -> distinct levels in order."""
+    items = value if isinstance(value, list) else str(value).replace(" ", "").split(",")
+    try:
+        levels = tuple(dict.fromkeys(kind(x) for x in items if str(x)))
+    except ValueError:
+        raise UsageError(f"--{name} {value!r} must be a number or a list like 1,4,16") from None
+    if not levels:
+        raise UsageError(f"--{name} {value!r} names no level; write it like 1,4,16")
+    return levels
 
 
 def load_study_file(path: Path) -> dict[str, Any]:
@@ -78,9 +97,10 @@ def _ks(value: Any) -> tuple[int, ...]:
 def plan_study(
     study_file: Path | None = None, *, methods: list[str] | None = None, drafts: list[str] | None = None,
     k: str | None = None, ngram_lookup: list[str] | None = None, load: str | None = None,
-    concurrency: int | None = None, rate: float | None = None, time_scale: float | None = None,
-    seed: int = 0, server_cmd: str | None = None, server_args: list[str] | None = None,
-    trials: int | None = None, noise: float | None = None,
+    concurrency: str | int | None = None, rate: str | float | None = None,
+    time_scale: float | None = None, seed: int = 0, server_cmd: str | None = None,
+    server_args: list[str] | None = None, trials: int | None = None, noise: float | None = None,
+    strategy: str | None = None, slos: list[str] | None = None, warm_start: bool = True,
 ) -> StudyPlan:
     """Flags win over the study file; the file wins over the defaults."""
     study = load_study_file(study_file) if study_file else {}
@@ -95,16 +115,21 @@ def plan_study(
         ngram_lookup=tuple(parse_lookup(x) for x in ngram_lookup or space_cfg.get("ngram_lookup") or ["2-4"]),
         fixed_k=dict(space_cfg.get("fixed_k", {})),
     )
-    load_spec = LoadSpec(
-        load or load_cfg.get("mode", "concurrency"),  # type: ignore[arg-type]
-        concurrency or load_cfg.get("concurrency", 1), rate or load_cfg.get("rate"),
-        time_scale or load_cfg.get("time_scale", 1.0), seed,
-    )
+    mode = load or load_cfg.get("mode", "concurrency")
+    levels = parse_levels(concurrency or load_cfg.get("concurrency", 1), "concurrency")
+    rates = parse_levels(rate or load_cfg["rate"], "rate", float) if rate or "rate" in load_cfg else (None,)
+    scale = time_scale or load_cfg.get("time_scale", 1.0)
+    if mode == "rate":
+        loads = tuple(LoadSpec("rate", levels[0], r, scale, seed) for r in rates)
+    elif mode == "concurrency":
+        loads = tuple(LoadSpec("concurrency", c, None, scale, seed) for c in levels)
+    else:
+        loads = (LoadSpec(mode, levels[0], rates[0], scale, seed),)  # type: ignore[arg-type]
     options = OptimizeSettings(
         trials=trials or study.get("trials", 20),
         noise=noise if noise is not None else study.get("noise", DEFAULT_NOISE), seed=seed,
+        strategy=strategy or study.get("strategy", "guided"),
+        slos=parse_slos(slos or study.get("slo", [])), warm_start=warm_start,
     )
-    if options.trials < 1:
-        raise UsageError(f"--trials must be >= 1, got {options.trials}")
-    return StudyPlan(space, load_spec, server_cmd or server_cfg.get("cmd"),
+    return StudyPlan(space, loads, server_cmd or server_cfg.get("cmd"),
                      list(server_args or server_cfg.get("args", [])), options)

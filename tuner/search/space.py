@@ -8,7 +8,6 @@ checkpoint, ``<method>.k`` where k is swept, and ``ngram.lookup`` for ngram.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import optuna

@@ -1,13 +1,23 @@
 """The Optuna study: ask for a configuration, measure it (tuner.trial), tell the result, store it.
 
-Each trial restarts a server, so the loop is ask/tell rather than ``study.optimize``. When the
-whole space fits the trial budget every configuration is enqueued (baseline first); otherwise
-TPE draws from the conditional space. Rerunning the same command resumes the study.
+Each trial restarts a server, so the loop is ask/tell rather than ``study.optimize``. Three
+strategies decide what to ask for:
+
+- ``guided`` (default): the baseline, each drafter once at its highest k, then only the configs
+  the step-cost model says may still beat the best (``tuner.search.guided``), enqueued one by one;
+- ``tpe``: Optuna's TPE over the conditional space, baseline first;
+- ``grid``: every configuration, as the grid tools do.
+
+A trial measures its config at every load of ``--concurrency 1,4,16`` on one server. Latency
+targets (``--slo``) are Optuna constraints (``Trial.set_constraint``, which TPE honours).
+Rerunning the same command resumes the study; a new study of a (model, workload type) that has
+results starts from the previous best.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import platform
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,23 +26,57 @@ from typing import Protocol
 import optuna
 from optuna.trial import TrialState
 
+from tuner.engine import SpecConfig
 from tuner.engine.installed import gpu_name
 from tuner.errors import TunerError, UsageError
 from tuner.search.answer import DEFAULT_NOISE, Answer, choose
+from tuner.search.guided import DEFAULT_RUN_NOISE, DEFAULT_Z, GuidedSearch, key_of, observation
+from tuner.search.predict import Observation
+from tuner.search.schedule import Schedule, best_single, tune_schedule
+from tuner.search.slo import Slo, pareto_front
 from tuner.search.space import Candidate, SearchSpace
 from tuner.store import ResultStore, TrialRow
-from tuner.trial import MeasureSettings, Measurement, Progress, measure_config
+from tuner.trial import MeasureSettings, Measurement, Progress, measure_config_at_loads
 from tuner.workload import Workload
 
 MAX_ERROR_RATE = 0.1  # more failed requests than this and the figures mean nothing
 INTERRUPTED = "interrupted"
+STRATEGIES = ("guided", "tpe", "grid")
 
 
 @dataclass(frozen=True)
 class OptimizeSettings:
-    trials: int = 20  # measured configurations in the study, baseline included
+    trials: int = 20  # most configurations measured (server restarts), baseline included
     noise: float = DEFAULT_NOISE
     seed: int = 0
+    strategy: str = "guided"
+    slos: tuple[Slo, ...] = ()
+    warm_start: bool = True
+    z: float = DEFAULT_Z  # guided: how many standard deviations count as "plausibly better"
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise UsageError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+        if self.trials < 1:
+            raise UsageError(f"--trials must be >= 1, got {self.trials}")
+
+
+@dataclass(frozen=True)
+class StudyOutcome:
+    """What one ``optimize`` call found: the answer per load and, over several concurrency
+    levels, the best single config and the k-by-batch-size schedule with its own measurement."""
+
+    study_name: str
+    answers: dict[str, Answer]  # load label -> answer, in load order
+    single: list[TrialRow] | None  # best single config, a row per load (several loads only)
+    schedule: Schedule | None
+    schedule_rows: list[TrialRow] | None  # the schedule measured on the real server, per load
+    restarts: int  # server starts this call spent
+
+    @property
+    def answer(self) -> Answer:
+        """The answer at the first load (the only one for a single-load study)."""
+        return next(iter(self.answers.values()))
 
 
 class StudyProgress(Progress, Protocol):
@@ -45,8 +89,10 @@ def study_name(model: str, workload_type: str, load_label: str) -> str:
     return f"{model} | {workload_type} | {load_label}"
 
 
-def _key(params: dict) -> str:
-    return json.dumps(params, sort_keys=True)
+def make_sampler(options: OptimizeSettings) -> optuna.samplers.BaseSampler:
+    """TPE for the tpe strategy; with the guided and grid strategies every trial is enqueued."""
+    return optuna.samplers.TPESampler(seed=options.seed, multivariate=True, group=True,
+                                      n_startup_trials=5)
 
 
 def _close_stale_trials(study: optuna.Study) -> None:
@@ -56,85 +102,204 @@ def _close_stale_trials(study: optuna.Study) -> None:
         study.tell(trial.number, state=TrialState.FAIL)
 
 
-def _plan(study: optuna.Study, candidates: Sequence[Candidate], budget: int) -> tuple[set[str], list[Candidate], bool]:
-    """(configs already measured, configs to enqueue in order, whether the space is exhausted by them)."""
-    measured, interrupted = set(), []
-    for t in study.get_trials(deepcopy=False):
-        if t.state == TrialState.COMPLETE or (t.state == TrialState.FAIL and not t.user_attrs.get(INTERRUPTED)):
-            measured.add(_key(t.params))
-    for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
-        if t.user_attrs.get(INTERRUPTED) and _key(t.params) not in measured:
-            interrupted.append(_key(t.params))
-    by_key = {_key(c.params): c for c in candidates}
+def _measured(study: optuna.Study) -> dict[str, Observation | None]:
+    """Config key -> what its trial gave the guided model (None: it failed, do not retry)."""
+    measured: dict[str, Observation | None] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
+        if t.state == TrialState.FAIL and t.user_attrs.get(INTERRUPTED):
+            continue
+        tps = t.user_attrs.get("tokens_per_s_geomean", t.user_attrs.get("tokens_per_s_median"))
+        measured[key_of(t.params)] = (
+            observation(t.params, tps, t.user_attrs.get("per_position"), t.user_attrs.get("feasible", True))
+            if t.state == TrialState.COMPLETE and tps else None)
+    return measured
+
+
+def _queue(study: optuna.Study, candidates: Sequence[Candidate], measured: dict, strategy: str) -> list[Candidate]:
+    """For tpe and grid: interrupted configs first, then the baseline (tpe) or everything (grid)."""
+    interrupted = [key_of(t.params) for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+                   if t.user_attrs.get(INTERRUPTED) and key_of(t.params) not in measured]
+    by_key = {key_of(c.params): c for c in candidates}
     queue = [by_key[k] for k in dict.fromkeys(interrupted) if k in by_key]
-    exhaustive = len(candidates) <= budget
-    baseline = candidates[0]
-    rest = [c for c in candidates if _key(c.params) not in measured and c not in queue]
-    if exhaustive:
+    rest = [c for c in candidates if key_of(c.params) not in measured and c not in queue]
+    if strategy == "grid":
         queue += rest
-    elif _key(baseline.params) not in measured and baseline not in queue:
-        queue.insert(0, baseline)  # the baseline is always measured first
-    return measured, queue, exhaustive
+    elif key_of(candidates[0].params) not in measured and candidates[0] not in queue:
+        queue.insert(0, candidates[0])  # the baseline is always measured first
+    waiting = {key_of(t.system_attrs.get("fixed_params", {}))
+               for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))}
+    for candidate in queue:
+        if key_of(candidate.params) not in waiting:  # left enqueued by an interrupted run
+            study.enqueue_trial(candidate.params)
+    return queue
+
+
+def warm_start(store: ResultStore, model: str, workload_type: str, load: str, name: str,
+               candidates: Sequence[Candidate], noise: float) -> tuple[list[Observation], list[Candidate]]:
+    """From the latest other study of this (model, workload type, load): its observations with
+    tokens/s relative to its own baseline, and its winner if the winner is in this space."""
+    rows = [r for r in store.trials(model=model, workload_type=workload_type)
+            if r.study_name != name and r.load == load and r.kind == "study"]
+    studies = [s for s in dict.fromkeys(r.study_name for r in reversed(rows))]
+    by_config = {json.dumps(c.spec.to_vllm() if c.spec else None, sort_keys=True): c for c in candidates}
+    for previous in studies:
+        study_rows = [r for r in rows if r.study_name == previous]
+        try:
+            answer = choose(study_rows, noise)
+        except TunerError:
+            continue
+        base = answer.baseline.tokens_per_s
+        prior = [observation(by_config[key].params, r.tokens_per_s / base, r.per_position)
+                 for r in study_rows if r.status == "complete" and r.config is not None and r.tokens_per_s
+                 and (key := json.dumps(r.config, sort_keys=True)) in by_config]
+        first = by_config.get(json.dumps(answer.winner.config, sort_keys=True))
+        return prior, [first] if first is not None and first.spec is not None else []
+    return [], []
 
 
 def optimize(
     model: str, workload: Workload, space: SearchSpace, settings: MeasureSettings,
     store: ResultStore, storage: optuna.storages.BaseStorage, options: OptimizeSettings,
     progress: StudyProgress,
-) -> Answer:
-    name = study_name(model, workload.type, settings.load.label)
-    sampler = optuna.samplers.TPESampler(seed=options.seed, multivariate=True, group=True,
-                                         n_startup_trials=5)
+) -> StudyOutcome:
+    name = study_name(model, workload.type, settings.loads_label)
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize",
-                                sampler=sampler, load_if_exists=True)
+                                sampler=make_sampler(options), load_if_exists=True)
     _close_stale_trials(study)
     store.mark_stale_running(name)
     candidates = space.candidates()
-    measured, queue, exhaustive = _plan(study, candidates, options.trials)
-    waiting = {_key(t.system_attrs.get("fixed_params", {}))
-               for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))}
-    for candidate in queue:
-        if _key(candidate.params) not in waiting:  # left enqueued by an interrupted run
-            study.enqueue_trial(candidate.params)
+    measured = _measured(study)
+    guided = None
+    if options.strategy == "guided":
+        prior, first = ([], [])
+        if options.warm_start and not measured:
+            prior, first = warm_start(store, model, workload.type, settings.loads_label, name,
+                                      candidates, options.noise)
+        guided = GuidedSearch(candidates, DEFAULT_RUN_NOISE, options.z, prior=prior, first=first)
+    else:
+        queue = _queue(study, candidates, measured, options.strategy)
     run_id = store.start_run(
         study_name=name, model=model, workload=workload, space=space.to_dict(),
-        load=settings.load.label, server_args=list(settings.server.server_args),
+        load=settings.loads_label, server_args=list(settings.server.server_args),
         host=platform.node(), gpu_name=gpu_name())
-    vllm_version, duplicates, status = None, 0, "interrupted"
+    store.set_run_fields(run_id, strategy=options.strategy, slos=[s.text for s in options.slos] or None)
+    vllm_version, duplicates, status, restarts = None, 0, "interrupted", 0
+    starts_per_trial = settings.repeats if settings.repeat_mode == "fresh-server" else 1
+    budget = min(options.trials, len(candidates))
     try:
-        budget = min(options.trials, len(candidates))
-        while len(measured) < budget and (queue or not exhaustive):
+        while len(measured) < budget:
+            if guided is not None:
+                guided.noise = run_noise(store.trials(study_name=name))
+                proposal = guided.propose(measured)
+                if proposal is None:
+                    break
+                attrs = {"proposal_reason": proposal.reason}
+                if proposal.prediction is not None:
+                    attrs |= {"predicted_tokens_per_s": proposal.prediction.tokens_per_s,
+                              "predicted_sigma": proposal.prediction.sigma}
+                study.enqueue_trial(proposal.candidate.params, user_attrs=attrs)
+            elif not queue and options.strategy == "grid":
+                break
             trial = study.ask()
             candidate = space.suggest(trial)
-            queue = [c for c in queue if c.params != candidate.params]
-            if _key(candidate.params) in measured:
+            if options.strategy != "guided":
+                queue = [c for c in queue if c.params != candidate.params]
+            if key_of(candidate.params) in measured:
                 # TPE proposed a config already measured: nothing new to learn from a restart.
                 study.tell(trial, state=TrialState.PRUNED)
                 duplicates += 1
                 if duplicates > 20 * len(candidates):
                     break
                 continue
-            measurement = _run_trial(study, trial, candidate, model, workload, settings, store,
-                                     run_id, progress, (len(measured), budget))
-            measured.add(_key(candidate.params))
-            if measurement is not None:
-                vllm_version = measurement.server.vllm_version or vllm_version
-            rows = store.trials(study_name=name)
-            progress.trial_finished(next(r for r in reversed(rows) if r.optuna_trial_number == trial.number))
+            measurements = _run_trial(study, trial, candidate, model, workload, settings, store,
+                                      run_id, progress, (len(measured), budget), options.slos)
+            restarts += starts_per_trial
+            measured = _measured(study)
+            if measurements:
+                vllm_version = measurements[0].server.vllm_version or vllm_version
+            rows = [r for r in store.trials(study_name=name) if r.optuna_trial_number == trial.number]
+            for row in rows:
+                progress.trial_finished(row)
+            _store_pareto(store, run_id, name)
         status = "finished"
+        schedule, schedule_rows, single = None, None, None
+        if len(settings.loads) > 1:
+            rows = store.trials(study_name=name)
+            single = best_single(rows, settings.loads, options.slos)
+            schedule = tune_schedule(rows, settings.loads, options.noise, options.slos)
+            if schedule is not None and schedule.config() is not None:
+                schedule_rows = _measure_schedule(schedule, name, model, workload, settings, store, run_id,
+                                                  progress)
+                restarts += starts_per_trial
+            store.set_run_fields(run_id, schedule=_schedule_record(schedule, schedule_rows, single))
     finally:
         store.finish_run(run_id, status, vllm_version)
-    return choose(store.trials(study_name=name), options.noise)
+    rows = store.trials(study_name=name)
+    answers = {load.label: choose([r for r in rows if r.load == load.label], options.noise, options.slos)
+               for load in settings.loads}
+    return StudyOutcome(name, answers, single, schedule, schedule_rows, restarts)
+
+
+def run_noise(rows: Sequence[TrialRow]) -> float:
+    """The run-to-run spread of tokens/s: median relative MAD of the trials with repeats."""
+    spreads = sorted(r.tokens_per_s_mad / r.tokens_per_s for r in rows
+                     if r.repeats > 1 and r.tokens_per_s and r.tokens_per_s_mad is not None)
+    return spreads[len(spreads) // 2] if spreads else DEFAULT_RUN_NOISE
+
+
+def _store_pareto(store: ResultStore, run_id: int, name: str) -> None:
+    rows = store.trials(study_name=name)
+    fronts = {}
+    for load in dict.fromkeys(r.load for r in rows):
+        fronts[load] = [{"trial": r.optuna_trial_number, "label": r.label, "tokens_per_s": r.tokens_per_s,
+                         "tpot_p99_s": r.tpot_p99_s}
+                        for r in pareto_front([r for r in rows if r.load == load and r.kind == "study"])]
+    store.set_run_fields(run_id, pareto_front=fronts)
+
+
+def _schedule_record(schedule: Schedule | None, rows: list[TrialRow] | None,
+                     single: list[TrialRow] | None) -> dict | None:
+    if schedule is None:
+        return None
+    return {**schedule.to_dict(),
+            "measured_tokens_per_s": {r.load: r.tokens_per_s for r in rows or []},
+            "best_single": {"label": single[0].label, "config": single[0].config,
+                            "tokens_per_s": {r.load: r.tokens_per_s for r in single}} if single else None}
+
+
+def _measure_schedule(schedule: Schedule, name: str, model: str, workload: Workload,
+                      settings: MeasureSettings, store: ResultStore, run_id: int,
+                      progress: StudyProgress) -> list[TrialRow] | None:
+    """The schedule on the real server at every load, stored as a trial of kind 'schedule'."""
+    spec = SpecConfig.from_vllm(schedule.config())
+    label = f"{spec.method} k by batch size {schedule.ranges}"
+    trial_id = store.start_trial(run_id, -1, spec.to_vllm(), label, kind="schedule")
+    try:
+        progress.trial_started(-1, label, 0, 1)
+        measurements = measure_config_at_loads(model, spec, workload, settings, progress)
+    except KeyboardInterrupt:
+        store.end_trial(trial_id, "interrupted", "interrupted by the user (Ctrl-C or SIGTERM)")
+        raise
+    except TunerError as exc:
+        store.end_trial(trial_id, "failed", str(exc), getattr(exc, "log_path", None) and str(exc.log_path))
+        return None
+    for m in measurements:
+        store.complete_trial(trial_id, m)
+    return [r for r in store.trials(study_name=name) if r.kind == "schedule"][-len(measurements):]
 
 
 def _run_trial(study, trial, candidate, model, workload, settings, store, run_id, progress,
-               position: tuple[int, int]) -> Measurement | None:
+               position: tuple[int, int], slos: Sequence[Slo]) -> list[Measurement] | None:
     config = candidate.spec.to_vllm() if candidate.spec else None
     trial.set_user_attr("config", config)
-    trial_id = store.start_trial(run_id, trial.number, config, candidate.label)
+    predicted = trial.user_attrs.get("predicted_tokens_per_s")
+    trial_id = store.start_trial(
+        run_id, trial.number, config, candidate.label,
+        predicted=(predicted, trial.user_attrs["predicted_sigma"]) if predicted is not None else None,
+        reason=trial.user_attrs.get("proposal_reason"))
     try:
         progress.trial_started(trial.number, candidate.label, *position)
-        m = measure_config(model, candidate.spec, workload, settings, progress)
+        measurements = measure_config_at_loads(model, candidate.spec, workload, settings, progress)
     except KeyboardInterrupt:
         trial.set_user_attr(INTERRUPTED, True)
         study.tell(trial, state=TrialState.FAIL)
@@ -152,29 +317,40 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
         log_path = getattr(exc, "log_path", None)
         store.end_trial(trial_id, "failed", str(exc), str(log_path) if log_path else None)
         return None
-    match = None
-    if candidate.spec is not None and (baseline := store.baseline_digests(study.study_name)):
-        match = greedy_match_rate(baseline, m.runs[0].requests)
-    store.complete_trial(trial_id, m, match)
-    s = m.summary
-    if s.failed > MAX_ERROR_RATE * s.requests:
+    baseline = store.baseline_digests(study.study_name) if candidate.spec is not None else None
+    for m in measurements:
+        store.complete_trial(trial_id, m, greedy_match_rate(baseline, m.runs[0].requests) if baseline else None)
+    failed = [m.summary for m in measurements if m.summary.failed > MAX_ERROR_RATE * m.summary.requests]
+    if failed:
+        s = failed[0]
         cause = f"{s.failed} of {s.requests} requests failed ({'; '.join(s.errors)})"
         trial.set_user_attr("failure_cause", cause)
         study.tell(trial, state=TrialState.FAIL)
         store.end_trial(trial_id, "failed", cause)
-        return m
-    for attr, value in (("tpot_p50_s", s.tpot.p50 if s.tpot else None),
-                        ("ttft_p50_s", s.ttft.p50 if s.ttft else None),
-                        ("acceptance_rate", m.acceptance.acceptance_rate if m.acceptance else None),
+        return measurements
+    rows = [r for r in store.trials(study_name=study.study_name) if r.optuna_trial_number == trial.number
+            and r.status == "complete"]
+    violations = [max(slo.violation(r) for r in rows) for slo in slos]
+    for slo, violation in zip(slos, violations):
+        trial.set_constraint(slo.text, violation)  # > 0: infeasible, whatever its tokens/s
+    first = measurements[0]
+    geomean = math.exp(sum(math.log(max(m.tokens_per_s.median, 1e-9)) for m in measurements) / len(measurements))
+    score = math.exp(sum(math.log(max(m.tokens_per_s.score, 1e-9)) for m in measurements) / len(measurements))
+    for attr, value in (("tpot_p50_s", first.summary.tpot.p50 if first.summary.tpot else None),
+                        ("ttft_p50_s", first.summary.ttft.p50 if first.summary.ttft else None),
+                        ("acceptance_rate", first.acceptance.acceptance_rate if first.acceptance else None),
                         ("mean_acceptance_length",
-                         m.acceptance.mean_acceptance_length if m.acceptance else None),
-                        ("server_log", m.server.log_path),
-                        ("tokens_per_s_median", m.tokens_per_s.median),
-                        ("tokens_per_s_mad", m.tokens_per_s.mad),
-                        ("greedy_match_rate", match)):
+                         first.acceptance.mean_acceptance_length if first.acceptance else None),
+                        ("per_position", list(first.acceptance.per_position) if first.acceptance else None),
+                        ("server_log", first.server.log_path),
+                        ("tokens_per_s_median", first.tokens_per_s.median),
+                        ("tokens_per_s_mad", first.tokens_per_s.mad),
+                        ("tokens_per_s_geomean", geomean),
+                        ("feasible", all(v <= 0 for v in violations))):
         trial.set_user_attr(attr, value)
-    study.tell(trial, m.tokens_per_s.score)  # the conservative score the winner is chosen on
-    return m
+    # The conservative score the winner is chosen on (geometric mean over the loads).
+    study.tell(trial, score)
+    return measurements
 
 
 def greedy_match_rate(baseline: dict[str, str], requests) -> float | None:

@@ -49,6 +49,12 @@ class StudyRun(Base):
     host: Mapped[str] = mapped_column(String(200))
     gpu_name: Mapped[str | None] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(20))  # running, finished, interrupted
+    strategy: Mapped[str | None] = mapped_column(String(20))  # guided, tpe, grid
+    slos: Mapped[list | None] = mapped_column(JSON)  # latency targets, like "tpot_p99_ms<=40"
+    # Per load: trial numbers on the front of tokens/s versus p99 TPOT, rewritten as trials end.
+    pareto_front: Mapped[dict | None] = mapped_column(JSON)
+    # The k-by-batch-size schedule tuned over several loads, with its measurement per load.
+    schedule: Mapped[dict | None] = mapped_column(JSON)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -65,7 +71,14 @@ class TrialRecord(Base):
     optuna_trial_number: Mapped[int] = mapped_column(Integer)
     config: Mapped[dict | None] = mapped_column(JSON)  # vLLM speculative config; None = baseline
     label: Mapped[str] = mapped_column(String(500))
+    # "study": a point of the search space; "schedule": the final check of a k-by-batch-size
+    # schedule, which is not a point of the space and never the single-config winner.
+    kind: Mapped[str] = mapped_column(String(20), server_default="study")
     status: Mapped[str] = mapped_column(String(20))  # running, complete, failed, interrupted
+    # What the step-cost model expected before the trial ran (guided search), to show its error.
+    predicted_tokens_per_s: Mapped[float | None] = mapped_column(Float)
+    predicted_sigma: Mapped[float | None] = mapped_column(Float)
+    proposal_reason: Mapped[str | None] = mapped_column(Text)
     failure_cause: Mapped[str | None] = mapped_column(Text)
     server_log_path: Mapped[str | None] = mapped_column(String(1000))
     server_command: Mapped[list | None] = mapped_column(JSON)  # to reproduce the figure
@@ -76,17 +89,20 @@ class TrialRecord(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     study_run: Mapped[StudyRun] = relationship(back_populates="trials")
-    metrics: Mapped[TrialMetrics | None] = relationship(back_populates="trial", uselist=False)
+    metrics: Mapped[list[TrialMetrics]] = relationship(back_populates="trial", order_by="TrialMetrics.id")
     runs: Mapped[list[TrialRun]] = relationship(back_populates="trial", order_by="TrialRun.repeat")
 
 
 class TrialMetrics(Base):
-    """A trial's figures: those of its median run, with the spread of tokens/s over its runs."""
+    """A trial's figures at one load: those of its median run, with the spread of tokens/s over
+    its runs. A trial over several loads (``--concurrency 1,4,16``) has one row per load."""
 
     __tablename__ = "tuner_trial_metrics"
+    __table_args__ = (UniqueConstraint("trial_id", "load"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    trial_id: Mapped[int] = mapped_column(ForeignKey("tuner_trials.id"), unique=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("tuner_trials.id"), index=True)
+    load: Mapped[str] = mapped_column(String(200))
     output_tokens_per_s: Mapped[float] = mapped_column(Float)
     requests_per_s: Mapped[float] = mapped_column(Float)
     requests: Mapped[int] = mapped_column(Integer)
@@ -124,10 +140,11 @@ class TrialRun(Base):
     """One replay of the workload within a trial (``--repeats`` gives several)."""
 
     __tablename__ = "tuner_trial_runs"
-    __table_args__ = (UniqueConstraint("trial_id", "repeat"),)
+    __table_args__ = (UniqueConstraint("trial_id", "load", "repeat"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     trial_id: Mapped[int] = mapped_column(ForeignKey("tuner_trials.id"), index=True)
+    load: Mapped[str] = mapped_column(String(200))
     repeat: Mapped[int] = mapped_column(Integer)
     output_tokens_per_s: Mapped[float] = mapped_column(Float)
     failed_requests: Mapped[int] = mapped_column(Integer)

@@ -47,6 +47,18 @@ class TrialRow:
     tokens_per_s_mad: float | None = None
     tokens_per_s_ci: tuple[float, float] | None = None
     greedy_match_rate: float | None = None
+    ttft_p99_s: float | None = None
+    tpot_p99_s: float | None = None
+    e2e_p99_s: float | None = None
+    kind: str = "study"
+    predicted_tokens_per_s: float | None = None
+    predicted_sigma: float | None = None
+    proposal_reason: str | None = None
+    failed_requests: int | None = None
+
+    def latency(self, name: str) -> float | None:
+        """``tpot_p99`` -> tpot_p99_s, in seconds."""
+        return getattr(self, f"{name}_s", None)
 
 
 class ResultStore:
@@ -82,10 +94,15 @@ class ResultStore:
             run.status, run.finished_at = status, _now()
             run.vllm_version = vllm_version or run.vllm_version
 
-    def start_trial(self, run_id: int, number: int, config: dict | None, label: str) -> int:
+    def start_trial(self, run_id: int, number: int, config: dict | None, label: str, *,
+                    kind: str = "study", predicted: tuple[float, float] | None = None,
+                    reason: str | None = None) -> int:
         with Session(self.engine) as session, session.begin():
             trial = TrialRecord(study_run_id=run_id, optuna_trial_number=number, config=config,
-                                label=label, status="running", started_at=_now())
+                                label=label, kind=kind, status="running", started_at=_now(),
+                                predicted_tokens_per_s=predicted[0] if predicted else None,
+                                predicted_sigma=predicted[1] if predicted else None,
+                                proposal_reason=reason)
             session.add(trial)
             session.flush()
             return trial.id
@@ -97,8 +114,16 @@ class ResultStore:
             trial.status, trial.failure_cause, trial.finished_at = status, cause, _now()
             trial.server_log_path = log_path or trial.server_log_path
 
+    def set_run_fields(self, run_id: int, **fields) -> None:
+        """strategy, slos, pareto_front or schedule of a study run."""
+        with Session(self.engine) as session, session.begin():
+            run = session.get(StudyRun, run_id)
+            for name, value in fields.items():
+                setattr(run, name, value)
+
     def complete_trial(self, trial_id: int, m: Measurement, greedy_match_rate: float | None = None) -> None:
-        """Store every run, and the trial's figures: the median run's, with the spread of tokens/s."""
+        """Store every run, and the trial's figures at ``m.load``: the median run's, with the
+        spread of tokens/s. A trial over several loads calls this once per load."""
         s, a, tps = m.summary, m.acceptance, m.tokens_per_s
 
         def pct(stats, name):
@@ -111,7 +136,7 @@ class ResultStore:
             trial.server_command = list(m.server.command)
             trial.replay_s, trial.vllm_version = s.duration_s, m.server.vllm_version
             session.add(TrialMetrics(
-                trial_id=trial_id, output_tokens_per_s=tps.median,
+                trial_id=trial_id, load=m.load, output_tokens_per_s=tps.median,
                 requests_per_s=s.requests_per_s, requests=s.requests, failed_requests=s.failed,
                 output_tokens=s.output_tokens,
                 ttft_p50_s=pct(s.ttft, "p50"), ttft_p90_s=pct(s.ttft, "p90"), ttft_p99_s=pct(s.ttft, "p99"),
@@ -130,7 +155,7 @@ class ResultStore:
             for run in m.runs:
                 rs, ra = run.summary, run.acceptance
                 session.add(TrialRun(
-                    trial_id=trial_id, repeat=run.repeat, output_tokens_per_s=rs.output_tokens_per_s,
+                    trial_id=trial_id, load=m.load, repeat=run.repeat, output_tokens_per_s=rs.output_tokens_per_s,
                     failed_requests=rs.failed, ttft_mean_s=pct(rs.ttft, "mean"),
                     tpot_mean_s=pct(rs.tpot, "mean"), tpot_p50_s=pct(rs.tpot, "p50"),
                     e2e_p50_s=pct(rs.e2e, "p50"),
@@ -183,14 +208,40 @@ class ResultStore:
         if workload_type:
             query = query.where(WorkloadRecord.type == workload_type)
         with Session(self.engine) as session:
-            return [self._row(t) for t in session.scalars(query)]
+            return [row for t in session.scalars(query) for row in self._rows(t)]
+
+    def run_tokens_per_s(self, study_name: str) -> dict[tuple[int, str], list[float]]:
+        """(Optuna trial number, load) -> tokens/s of each replay, for resampling the noise."""
+        query = (select(TrialRecord.optuna_trial_number, TrialRun.load, TrialRun.output_tokens_per_s)
+                 .join(TrialRun.trial).join(StudyRun)
+                 .where(StudyRun.study_name == study_name, TrialRecord.status == "complete")
+                 .order_by(TrialRun.id))
+        found: dict[tuple[int, str], list[float]] = {}
+        with Session(self.engine) as session:
+            for number, load, tps in session.execute(query):
+                found.setdefault((number, load), []).append(tps)
+        return found
+
+    def study_runs(self, study_name: str) -> list[dict[str, Any]]:
+        """The runs of one study, oldest first, with what each stored about itself."""
+        with Session(self.engine) as session:
+            runs = session.scalars(select(StudyRun).where(StudyRun.study_name == study_name)
+                                   .order_by(StudyRun.id))
+            return [{"id": r.id, "status": r.status, "strategy": r.strategy, "slos": r.slos,
+                     "pareto_front": r.pareto_front, "schedule": r.schedule, "load": r.load, "space": r.space,
+                     "started_at": r.started_at} for r in runs]
+
+    @classmethod
+    def _rows(cls, t: TrialRecord) -> list[TrialRow]:
+        """One row per load the trial was measured at; one row without figures if none."""
+        return [cls._row(t, m) for m in t.metrics] or [cls._row(t, None)]
 
     @staticmethod
-    def _row(t: TrialRecord) -> TrialRow:
-        m, run = t.metrics, t.study_run
+    def _row(t: TrialRecord, m: TrialMetrics | None) -> TrialRow:
+        run = t.study_run
         return TrialRow(
             study_name=run.study_name, model=run.model.name, workload_type=run.workload.type,
-            load=run.load, optuna_trial_number=t.optuna_trial_number, config=t.config,
+            load=m.load if m else run.load, optuna_trial_number=t.optuna_trial_number, config=t.config,
             label=t.label, status=t.status, failure_cause=t.failure_cause,
             server_log_path=t.server_log_path,
             tokens_per_s=m.output_tokens_per_s if m else None,
@@ -205,4 +256,8 @@ class ResultStore:
             tokens_per_s_ci=(m.tokens_per_s_ci_low, m.tokens_per_s_ci_high)
             if m and m.tokens_per_s_ci_low is not None else None,
             greedy_match_rate=m.greedy_match_rate if m else None,
+            ttft_p99_s=m.ttft_p99_s if m else None, tpot_p99_s=m.tpot_p99_s if m else None,
+            e2e_p99_s=m.e2e_p99_s if m else None, kind=t.kind,
+            predicted_tokens_per_s=t.predicted_tokens_per_s, predicted_sigma=t.predicted_sigma,
+            proposal_reason=t.proposal_reason, failed_requests=m.failed_requests if m else None,
         )

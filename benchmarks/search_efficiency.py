@@ -1,0 +1,228 @@
+"""How many server restarts each search strategy needs to find the grid's best configuration.
+
+Two steps:
+
+  measure   runs the whole grid on the real vLLM server (``tuner optimize --strategy grid``,
+            3 replays per config) and exports every config's per-replay tokens/s and acceptance
+            profile to benchmarks/data/search_grid.json. About 30 min on 2 CPU cores.
+  simulate  replays the grid, random search, plain TPE and the guided search against that stored
+            table many times. Each simulated trial draws the config's replays with replacement
+            (as many as were measured) and reports their median, so every strategy sees the
+            measured noise. A strategy's choice is its measured config with the highest median;
+            its regret is how far that config's true figure (the median of all its stored
+            replays) falls below the grid's best.
+
+The guided search here is the same ``GuidedSearch.propose`` that ``tuner optimize`` calls.
+
+  python benchmarks/search_efficiency.py measure
+  python benchmarks/search_efficiency.py simulate --runs 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+
+from tuner.search.guided import DEFAULT_RUN_NOISE, DEFAULT_Z, GuidedSearch, key_of, observation
+from tuner.search.space import SearchSpace, parse_lookup
+from tuner.search.study import OptimizeSettings, make_sampler
+from tuner.stats import mad
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = ROOT / "benchmarks" / "data" / "search_grid.json"
+MODELS = ROOT / ".models"
+WITHIN = 0.02  # "reaches the grid's answer": within 2 % of its best
+
+
+def grid_command(db: str) -> list[str]:
+    """ngram and draft_model with two drafts of different quality, k = 1..10: 31 configs."""
+    return [sys.executable, "-m", "tuner.cli", "optimize", "--strategy", "grid",
+            "--workload", str(ROOT / "workloads" / "code.jsonl"), "--model", str(MODELS / "target"),
+            "--method", "ngram", "--method", "draft_model",
+            "--draft", f"draft_model={MODELS / 'draft'}", "--draft", f"draft_model={MODELS / 'draft-weak'}",
+            "--k", "1-10", "--trials", "31", "--repeats", "3", "--warmup", "8", "--concurrency", "2",
+            "--db", db, "--server-arg=--enforce-eager", "--server-arg=--max-model-len=1024"]
+
+
+def measure(args: argparse.Namespace) -> None:
+    if not args.export_only:
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+        subprocess.run(grid_command(args.db), check=True, env=env)
+    export(args.db, args.table)
+
+
+def export(db: str, table: Path) -> None:
+    from tuner.store import ResultStore, open_database, upgrade
+
+    upgrade(db)  # a grid measured by an older tuner is brought up to date first
+    store = ResultStore(open_database(db))
+    rows = [r for r in store.trials() if r.status == "complete"]
+    name = rows[0].study_name
+    runs = store.run_tokens_per_s(name)
+    configs = [{"label": r.label, "config": r.config, "runs": runs[(r.optuna_trial_number, r.load)],
+                "per_position": r.per_position, "tpot_p99_s": r.tpot_p99_s} for r in rows]
+    record = {"study": name, "host": platform.node(), "cpus": os.cpu_count(),
+              "vllm_version": rows[0].vllm_version, "load": rows[0].load,
+              "command": " ".join(grid_command("DB")[1:]), "space": store.study_runs(name)[0]["space"],
+              "configs": configs}
+    table.parent.mkdir(parents=True, exist_ok=True)
+    table.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"{len(configs)} configs written to {table}")
+
+
+@dataclass
+class Table:
+    space: SearchSpace
+    runs: dict[str, list[float]]  # config key -> tokens/s per replay
+    profile: dict[str, list[float] | None]
+    labels: dict[str, str]
+
+    @classmethod
+    def load(cls, path: Path) -> Table:
+        record = json.loads(path.read_text())
+        s = record["space"]
+        space = SearchSpace(methods=tuple(s["methods"]), ks=tuple(s["ks"]),
+                            drafts={m: tuple(d) for m, d in s["drafts"].items()},
+                            ngram_lookup=tuple(parse_lookup(x) for x in s["ngram_lookup"]))
+        by_config = {json.dumps(c["config"], sort_keys=True): c for c in record["configs"]}
+        runs, profile, labels = {}, {}, {}
+        for candidate in space.candidates():
+            found = by_config[json.dumps(candidate.spec.to_vllm() if candidate.spec else None, sort_keys=True)]
+            key = key_of(candidate.params)
+            runs[key], profile[key], labels[key] = found["runs"], found["per_position"], found["label"]
+        return cls(space, runs, profile, labels)
+
+    def truth(self, key: str) -> float:
+        return statistics.median(self.runs[key])
+
+    def draw(self, key: str, rng: random.Random) -> tuple[float, float]:
+        """One simulated trial: (median, MAD) of the config's replays drawn with replacement."""
+        runs = self.runs[key]
+        sample = [rng.choice(runs) for _ in runs]
+        return statistics.median(sample), mad(sample)
+
+
+def run_grid(table: Table, rng: random.Random, budget: int) -> dict[str, float]:
+    return {key: table.draw(key, rng)[0] for key in table.runs}
+
+
+def run_random(table: Table, rng: random.Random, budget: int) -> dict[str, float]:
+    keys = list(table.runs)
+    chosen = [keys[0]] + rng.sample(keys[1:], budget - 1)  # the baseline is always measured
+    return {key: table.draw(key, rng)[0] for key in chosen}
+
+
+def run_tpe(table: Table, rng: random.Random, budget: int) -> dict[str, float]:
+    sampler = make_sampler(OptimizeSettings(seed=rng.randrange(2**31), strategy="tpe"))
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    study.enqueue_trial(table.space.candidates()[0].params)
+    measured: dict[str, float] = {}
+    asked = 0
+    while len(measured) < budget and asked < 50 * budget:
+        trial = study.ask()
+        asked += 1
+        key = key_of(table.space.suggest(trial).params)
+        if key in measured:  # as the real loop: a config is never measured twice
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            continue
+        median, spread = table.draw(key, rng)
+        measured[key] = median
+        study.tell(trial, median - spread)
+    return measured
+
+
+def run_guided(table: Table, rng: random.Random, budget: int, z: float = DEFAULT_Z) -> dict[str, float]:
+    candidates = table.space.candidates()
+    search = GuidedSearch(candidates, DEFAULT_RUN_NOISE, z)
+    by_key = {key_of(c.params): c for c in candidates}
+    measured, values, spreads = {}, {}, []
+    while len(values) < budget:
+        proposal = search.propose(measured)
+        if proposal is None:
+            break
+        key = key_of(proposal.candidate.params)
+        median, spread = table.draw(key, rng)
+        values[key] = median
+        spreads.append(spread / median)
+        search.noise = sorted(spreads)[len(spreads) // 2]  # as run_noise: median relative MAD
+        measured[key] = observation(by_key[key].params, median, table.profile[key])
+    return values
+
+
+STRATEGIES = {"grid": run_grid, "random": run_random, "tpe": run_tpe, "guided": run_guided}
+
+
+def simulate(args: argparse.Namespace) -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    table = Table.load(args.table)
+    record = json.loads(args.table.read_text())
+    grid_size = len(table.runs)
+    truth = {key: table.truth(key) for key in table.runs}
+    best_key = max(truth, key=truth.get)
+    best = truth[best_key]
+    near = [table.labels[k] for k in truth if truth[k] >= best * (1 - WITHIN)]
+    print(f"table: {args.table.relative_to(ROOT)} ({grid_size} configs, {record['load']}, measured on "
+          f"{record['host']} with {record['cpus']} CPUs, vLLM {record['vllm_version']})")
+    print(f"grid's best: {table.labels[best_key]} at {best:.1f} tok/s (median of its replays); "
+          f"within {WITHIN:.0%} of it: {', '.join(near)}")
+    spread = statistics.median(mad(r) / statistics.median(r) for r in table.runs.values())
+    print(f"run-to-run noise in the table: median relative MAD {spread:.1%}")
+
+    def evaluate(name: str, budget: int) -> tuple[float, float, float, float]:
+        rng = random.Random(args.seed)
+        restarts, hits, regrets = [], 0, []
+        for _ in range(args.runs):
+            values = STRATEGIES[name](table, rng, budget)
+            chosen = max(values, key=values.get)
+            regret = 1 - truth[chosen] / best
+            restarts.append(len(values))
+            hits += regret <= WITHIN
+            regrets.append(regret)
+        return statistics.mean(restarts), max(restarts), hits / args.runs, statistics.mean(regrets)
+
+    results = {"guided": evaluate("guided", grid_size)}
+    guided_budget = round(results["guided"][1])  # random and TPE get as many restarts as guided's worst
+    quarter = grid_size // 4
+    results["grid"] = evaluate("grid", grid_size)
+    for name in ("random", "tpe"):
+        results[f"{name} (budget {guided_budget})"] = evaluate(name, guided_budget)
+        if quarter != guided_budget:
+            results[f"{name} (budget {quarter})"] = evaluate(name, quarter)
+    print(f"\n{args.runs} simulated studies per strategy, seed {args.seed}")
+    print(f"{'strategy':<22} {'restarts mean':>13} {'max':>5} {'of grid':>8} {'within 2%':>10} {'mean regret':>12}")
+    for name, (mean_restarts, max_restarts, hit_rate, regret) in results.items():
+        print(f"{name:<22} {mean_restarts:>13.1f} {max_restarts:>5d} {mean_restarts / grid_size:>8.0%} "
+              f"{hit_rate:>10.0%} {regret:>12.2%}")
+    g = results["guided"]
+    met = g[2] >= 0.9 and g[0] <= grid_size / 4
+    print(f"\ntarget (within 2% in >= 90% of runs, <= a quarter of the grid's {grid_size} restarts): "
+          f"{'met' if met else 'NOT met'} (guided: {g[2]:.0%} of runs, {g[0]:.1f} restarts)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("measure", help="measure the grid on the real vLLM server and export it")
+    m.add_argument("--db", default=f"sqlite:///{ROOT / 'benchmarks' / 'data' / 'grid.db'}")
+    m.add_argument("--table", type=Path, default=TABLE)
+    m.add_argument("--export-only", action="store_true", help="only export an already measured --db")
+    s = sub.add_parser("simulate", help="run the strategies against the stored table")
+    s.add_argument("--table", type=Path, default=TABLE)
+    s.add_argument("--runs", type=int, default=200)
+    s.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    measure(args) if args.command == "measure" else simulate(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""A k per batch size on the REAL vLLM server (CPU build): the schedule vLLM takes as
+``num_speculative_tokens_per_batch_size`` is accepted, honoured and measured."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tuner.engine import ServerOptions, SpecConfig
+from tuner.replay import LoadSpec
+from tuner.store import ResultStore, open_database
+from tuner.trial import MeasureSettings, measure_config_at_loads
+from tuner.workload import load_workload
+
+from .test_optimize_real import ENV, ROOT, SERVER_ARGS
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_server_honours_a_k_per_batch_size(tmp_path, tiny_models, monkeypatch):
+    """k = 3 for a batch of one, k = 1 above: one server, two loads, the drafts per step differ."""
+    for name in ("VLLM_CPU_KVCACHE_SPACE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, ENV[name])
+    spec = SpecConfig("draft_model", 3, str(tiny_models / "draft"),
+                      extra={"num_speculative_tokens_per_batch_size": [[1, 1, 3], [2, 64, 1]]})
+    settings = MeasureSettings(
+        load=LoadSpec("concurrency", 1), extra_loads=(LoadSpec("concurrency", 4),),
+        server=ServerOptions(server_args=[a.split("=", 1)[1] for a in SERVER_ARGS], log_dir=tmp_path))
+    workload = load_workload(ROOT / "workloads" / "code.jsonl")
+    single, batched = measure_config_at_loads(str(tiny_models / "target"), spec, workload, settings)
+    assert (single.load, batched.load) == ("concurrency 1", "concurrency 4")
+    assert single.server == batched.server  # one server start for both loads
+    for m in (single, batched):
+        assert m.summary.failed == 0 and m.acceptance.drafts > 0
+    # Draft tokens per draft: 3 when alone, fewer once batches grow past one request.
+    assert single.acceptance.draft_tokens == 3 * single.acceptance.drafts
+    assert batched.acceptance.draft_tokens < 2 * batched.acceptance.drafts
+
+
+def test_optimize_over_loads_tunes_and_measures_a_schedule(tmp_path, tiny_models):
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    result = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "optimize", "--workload", str(ROOT / "workloads" / "code.jsonl"),
+         "--model", str(tiny_models / "target"), "--method", "draft_model",
+         "--draft", str(tiny_models / "draft"), "--k", "1,3", "--concurrency", "1,4",
+         "--db", db, "--log-dir", str(tmp_path / "logs"), *SERVER_ARGS, "--json"],
+        capture_output=True, text=True, env=ENV, timeout=1500)
+    assert result.returncode == 0, result.stderr[-3000:]
+    outcome = json.loads(result.stdout)
+    assert set(outcome["answers"]) == {"concurrency 1", "concurrency 4"}
+    rows = ResultStore(open_database(db)).trials()
+    study = [r for r in rows if r.kind == "study"]
+    # Each trial measured both loads on its one server.
+    assert {r.load for r in study} == {"concurrency 1", "concurrency 4"}
+    assert all(r.status == "complete" and r.tokens_per_s > 0 for r in study)
+    schedule = outcome["schedule"]
+    assert [level["load"] for level in schedule["levels"]] == ["concurrency 1", "concurrency 4"]
+    config = schedule["config"]
+    if config is None:  # speculation lost at both loads: nothing to deploy, nothing to measure
+        assert all(level["k"] == 0 for level in schedule["levels"])
+        return
+    ranges = config["num_speculative_tokens_per_batch_size"]
+    assert ranges[0][0] == 1 and config["num_speculative_tokens"] == max(r[2] for r in ranges)
+    measured = [r for r in rows if r.kind == "schedule"]
+    assert [r.status for r in measured] == ["complete", "complete"]
+    assert measured[0].config == config  # the real server ran the schedule itself
+    assert set(schedule["measured_tokens_per_s"]) == {"concurrency 1", "concurrency 4"}
+    assert all(v > 0 for v in schedule["measured_tokens_per_s"].values())
+    assert schedule["best_single"]
+    assert outcome["server_starts"] == len({r.optuna_trial_number for r in study}) + 1

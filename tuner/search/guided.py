@@ -1,0 +1,117 @@
+"""The guided search: spend a server restart only where it can still change the answer.
+
+Order of trials:
+1. the baseline (every speedup is measured against it);
+2. each drafter (method + draft + method fields) once, at its highest k: that one run's
+   per-position acceptance gives the acceptance length at every smaller k;
+3. then, from the step-cost model fitted on everything measured so far (``predict``), the
+   unmeasured config most likely to beat the best measured one by more than the noise: the
+   largest (predicted - best * (1 + noise)) / model uncertainty;
+4. stop when no unmeasured config can plausibly beat the best by more than the noise: its
+   predicted tokens/s plus ``z`` standard deviations stays below best * (1 + noise). ``noise``
+   is the run-to-run spread measured by the repeats. The winner is always a measured config,
+   so a predicted winner is confirmed by measurement before it is named.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from tuner.search.predict import Observation, Prediction, StepCostModel
+from tuner.search.space import BASELINE, FIXED_K, Candidate
+
+DEFAULT_Z = 1.28  # "plausibly": a one-sided 90 % bound
+# Run-to-run spread assumed until repeats measure it (--repeats 2 or more).
+DEFAULT_RUN_NOISE = 0.02
+
+
+def drafter_of(params: dict) -> str:
+    """The params without k: configs sharing it share one acceptance profile and step cost."""
+    return json.dumps({k: v for k, v in params.items() if not k.endswith(".k")}, sort_keys=True)
+
+
+def k_of(params: dict) -> int:
+    method = params["method"]
+    return 0 if method == BASELINE else int(params[f"{method}.k"])
+
+
+def key_of(params: dict) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    candidate: Candidate
+    prediction: Prediction | None  # None where no model exists yet (baseline, first of a drafter)
+    reason: str
+
+
+def observation(params: dict, tokens_per_s: float, per_position: Sequence[float] | None,
+                feasible: bool = True) -> Observation:
+    return Observation(drafter_of(params), k_of(params), tokens_per_s,
+                       tuple(per_position) if per_position is not None else None, feasible)
+
+
+def _phi(x: float) -> float:
+    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+class GuidedSearch:
+    """``prior``: observations of an earlier study (warm start), tokens/s relative to its
+    baseline; they stand in for the first trial of their drafters and are scaled by this study's
+    baseline. ``first``: configs measured right after the baseline (the previous winner)."""
+
+    def __init__(self, candidates: Sequence[Candidate], noise: float, z: float = DEFAULT_Z,
+                 prior: Sequence[Observation] = (), first: Sequence[Candidate] = ()):
+        self.candidates = list(candidates)
+        self.noise = noise
+        self.z = z
+        self.prior = list(prior)
+        self.first = list(first)
+
+    def propose(self, measured: dict[str, Observation | None]) -> Proposal | None:
+        """The next config to measure, or None to stop. ``measured`` maps every config key already
+        run to its observation (None when the trial failed: it is not proposed again)."""
+        todo = [c for c in self.candidates if key_of(c.params) not in measured]
+        if not todo:
+            return None
+        observed = [o for o in measured.values() if o is not None]
+        baseline = self.candidates[0]
+        if key_of(baseline.params) not in measured:
+            return Proposal(baseline, None, "the baseline comes first")
+        for candidate in self.first:
+            if key_of(candidate.params) not in measured:
+                return Proposal(candidate, None, "warm start: the previous best")
+        tried = {drafter_of(c.params) for c in self.candidates if key_of(c.params) in measured}
+        tried |= {o.drafter for o in self.prior}
+        for candidate in todo:
+            drafter = drafter_of(candidate.params)
+            if drafter not in tried:
+                highest = max((c for c in todo if drafter_of(c.params) == drafter),
+                              key=lambda c: k_of(c.params))
+                fixed = candidate.params["method"] in FIXED_K
+                return Proposal(highest, None, "its k is fixed by the checkpoint" if fixed else
+                                "highest k first: its acceptance profile covers every smaller k")
+        base = next((o.tokens_per_s for o in observed if o.k == 0), None)
+        if base is None:  # the baseline failed: nothing can be compared
+            return None
+        scaled = [replace(o, tokens_per_s=o.tokens_per_s * base) for o in self.prior]
+        model = StepCostModel(observed + scaled)
+        best = max((o.tokens_per_s for o in observed if o.feasible), default=0.0)
+        bar = best * (1 + self.noise)
+        scored = []
+        for candidate in todo:
+            p = model.predict(drafter_of(candidate.params), k_of(candidate.params))
+            if p is None:  # beyond every measured k of its drafter, or a failed drafter
+                continue
+            scored.append(((p.tokens_per_s - bar) / max(p.sigma, 1e-9), p.tokens_per_s, candidate, p))
+        plausible = [s for s in scored if s[3].upper(self.z) > bar]
+        if not plausible:
+            return None
+        gain, _, candidate, prediction = max(plausible, key=lambda s: (s[0], s[1]))
+        return Proposal(candidate, prediction,
+                        f"{_phi(gain):.0%} likely to beat the best measured ({best:.0f} tok/s) "
+                        f"by more than the noise ({self.noise:.1%})")

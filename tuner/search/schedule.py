@@ -1,0 +1,137 @@
+"""A k for every load: vLLM's ``num_speculative_tokens_per_batch_size`` from figures measured at
+several concurrencies (``--concurrency 1,4,16,64``).
+
+One server holds one drafter, so the schedule is for one drafter (method + draft + fields): the
+one that gains most over the baseline summed over the load levels (log tokens/s, so every level
+counts alike). At each level its k is chosen by the study's own rule (``answer.choose``: fastest
+feasible, ties to the smaller k, k = 0 where speculation does not clearly pay). A closed loop of
+C clients keeps the batch at about C, so level i covers batch sizes from the geometric midpoint
+with the level below to the one with the level above.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.replay import LoadSpec
+from tuner.search.answer import DEFAULT_NOISE, choose, trial_k, trial_stats
+from tuner.search.slo import Slo, feasible
+from tuner.store import TrialRow
+
+PER_BATCH_SIZE = "num_speculative_tokens_per_batch_size"
+
+
+def drafter_config(config: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k not in ("num_speculative_tokens", PER_BATCH_SIZE)}
+
+
+def _key(config: dict[str, Any]) -> str:
+    return repr(sorted(drafter_config(config).items()))
+
+
+@dataclass(frozen=True)
+class Level:
+    load: str
+    concurrency: int
+    k: int
+    chosen: TrialRow  # the baseline's row where k = 0
+    baseline: TrialRow
+
+
+@dataclass(frozen=True)
+class Schedule:
+    drafter: dict[str, Any]
+    levels: tuple[Level, ...]
+    ranges: tuple[tuple[int, int, int], ...]  # (first batch size, last batch size, k), inclusive
+
+    @property
+    def max_k(self) -> int:
+        return max(level.k for level in self.levels)
+
+    def config(self) -> dict[str, Any] | None:
+        """The speculative config to deploy; None when speculation loses at every level."""
+        if self.max_k == 0:
+            return None
+        return {**self.drafter, "num_speculative_tokens": self.max_k,
+                PER_BATCH_SIZE: [list(r) for r in self.ranges]}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"config": self.config(), "drafter": self.drafter,
+                "levels": [{"load": lv.load, "concurrency": lv.concurrency, "k": lv.k,
+                            "tokens_per_s": lv.chosen.tokens_per_s,
+                            "baseline_tokens_per_s": lv.baseline.tokens_per_s} for lv in self.levels]}
+
+
+def batch_ranges(concurrencies: Sequence[int], ks: Sequence[int]) -> tuple[tuple[int, int, int], ...]:
+    """Ranges of batch sizes per level, split at geometric midpoints, equal neighbours merged.
+    The last range ends at the highest level; vLLM carries its k on to larger batches."""
+    ranges: list[list[int]] = []
+    start = 1
+    for i, (c, k) in enumerate(zip(concurrencies, ks)):
+        end = c if i == len(concurrencies) - 1 else max(c, math.floor(math.sqrt(c * concurrencies[i + 1])))
+        if ranges and ranges[-1][2] == k:
+            ranges[-1][1] = end
+        else:
+            ranges.append([start, end, k])
+        start = end + 1
+    return tuple(tuple(r) for r in ranges)
+
+
+def tune_schedule(rows: Sequence[TrialRow], loads: Sequence[LoadSpec], noise: float = DEFAULT_NOISE,
+                  slos: Sequence[Slo] = ()) -> Schedule | None:
+    """The schedule from one study's rows; None unless there are two or more concurrency levels
+    and a baseline and some speculative config measured at each."""
+    if len(loads) < 2 or any(load.mode != "concurrency" for load in loads):
+        return None
+    ordered = sorted(loads, key=lambda load: load.concurrency)
+    done = [r for r in rows if r.status == "complete" and r.tokens_per_s and r.kind == "study"]
+    at = {load.label: [r for r in done if r.load == load.label] for load in ordered}
+    baselines = {label: next((r for r in reversed(rs) if r.config is None), None) for label, rs in at.items()}
+    if any(b is None for b in baselines.values()):
+        return None
+    drafters: dict[str, dict[str, Any]] = {_key(r.config): drafter_config(r.config)
+                                           for r in done if r.config is not None}
+    if not drafters:
+        return None
+
+    def gain(key: str) -> float:
+        total = 0.0
+        for label, level_rows in at.items():
+            base = trial_stats(baselines[label]).score
+            scores = [trial_stats(r).score for r in level_rows
+                      if r.config is not None and _key(r.config) == key and feasible(r, slos)]
+            total += math.log(max([base, *scores]) / base) if base > 0 else 0.0
+        return total
+
+    best_key = max(drafters, key=gain)
+    levels = []
+    for load in ordered:
+        level_rows = [r for r in at[load.label] if r.config is None or _key(r.config) == best_key]
+        answer = choose(level_rows, noise, slos)
+        levels.append(Level(load.label, load.concurrency, trial_k(answer.winner), answer.winner,
+                            answer.baseline))
+    ranges = batch_ranges([lv.concurrency for lv in levels], [lv.k for lv in levels])
+    return Schedule(drafters[best_key], tuple(levels), ranges)
+
+
+def best_single(rows: Sequence[TrialRow], loads: Sequence[LoadSpec], slos: Sequence[Slo] = ()
+                ) -> list[TrialRow] | None:
+    """The one config (the same at every load) with the highest geometric mean of its score over
+    the loads, feasible at each; its rows in load order. None if no config was measured at all."""
+    labels = [load.label for load in loads]
+    by_config: dict[int, dict[str, TrialRow]] = {}
+    for r in rows:
+        if r.status == "complete" and r.tokens_per_s and r.kind == "study" and feasible(r, slos):
+            by_config.setdefault(r.optuna_trial_number, {})[r.load] = r
+    complete = [c for c in by_config.values() if all(label in c for label in labels)]
+    if not complete:
+        return None
+
+    def geomean(c: dict[str, TrialRow]) -> float:
+        return math.fsum(math.log(max(trial_stats(c[label]).score, 1e-9)) for label in labels)
+
+    best = max(complete, key=geomean)
+    return [best[label] for label in labels]
