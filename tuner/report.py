@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -133,7 +134,8 @@ class StudyProgressView(MeasureProgress):
         self._show()
         if row.config is None and row.tokens_per_s:
             self._baseline[row.load] = row.tokens_per_s
-        _add_row(self._table, row, self._baseline.get(row.load))
+        # The prediction's error shows in the final table, once every load of the trial is in.
+        _add_row(self._table, row, self._baseline.get(row.load), objective=0.0)
         if row.status == "complete":
             acc = f", acceptance length {row.mean_acceptance_length:.2f}" if row.mean_acceptance_length else ""
             self._progress.log(f"  [green]done[/] {row.label}: {row.tokens_per_s:.1f} tok/s{acc}")
@@ -155,17 +157,28 @@ def short_load(label: str) -> str:
     return {"concurrency": f"c{rest}", "Poisson": f"{rest.split()[0]}/s" if rest else label}.get(mode, label)
 
 
-def predicted_cell(r: TrialRow) -> str:
-    """The guided search's prediction and, once measured, its error."""
+def predicted_cell(r: TrialRow, measured: float | None) -> str:
+    """The guided search's prediction and, once measured, its error. Over several loads the
+    prediction is of the study's objective, the geometric mean over the loads: ``measured``."""
     if r.predicted_tokens_per_s is None:
         return "-"
     cell = f"{r.predicted_tokens_per_s:.0f}±{r.predicted_sigma:.0f}"
-    if r.tokens_per_s:
-        cell += f" ({r.predicted_tokens_per_s / r.tokens_per_s - 1:+.0%})"
+    if measured:
+        cell += f" ({r.predicted_tokens_per_s / measured - 1:+.0%})"
     return cell
 
 
-def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None) -> None:
+def objective_by_trial(rows: list[TrialRow]) -> dict[int, float]:
+    """Trial number -> geometric mean of its tokens/s over the loads (the figure itself for one)."""
+    logs: dict[int, list[float]] = {}
+    for r in rows:
+        if r.kind == "study" and r.status == "complete" and r.tokens_per_s:
+            logs.setdefault(r.optuna_trial_number, []).append(math.log(r.tokens_per_s))
+    return {n: math.exp(sum(v) / len(v)) for n, v in logs.items()}
+
+
+def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None,
+             objective: float | None = None) -> None:
     base = baseline_tokens_per_s
     ratio = f"{r.tokens_per_s / base:.2f}x" if base and r.tokens_per_s else "-"
     tokens = "-"
@@ -178,7 +191,7 @@ def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None) -> 
         f"{r.tpot_p99_s * 1000:.2f}" if r.tpot_p99_s is not None else "-")
     table.add_row(
         number, r.label, short_load(r.load), r.status if r.status == "complete" else f"[red]{r.status}[/]",
-        tokens, predicted_cell(r), ratio, tpot,
+        tokens, predicted_cell(r, objective if objective is not None else r.tokens_per_s), ratio, tpot,
         f"{r.mean_acceptance_length:.2f}" if r.mean_acceptance_length else "-",
         " ".join(f"{p:.2f}" for p in r.per_position) if r.per_position else "-",
         match,
@@ -188,8 +201,9 @@ def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None) -> 
 def trials_table(rows: list[TrialRow]) -> Table:
     table = _finished_table(rows[0].study_name if rows else "trials")
     baselines = {r.load: r.tokens_per_s for r in rows if r.config is None and r.status == "complete"}
+    objective = objective_by_trial(rows)
     for r in rows:
-        _add_row(table, r, baselines.get(r.load))
+        _add_row(table, r, baselines.get(r.load), objective.get(r.optuna_trial_number))
     return table
 
 
@@ -209,8 +223,10 @@ def pareto_table(rows: list[TrialRow], slos=()) -> Table:
 
 def prediction_error(rows: list[TrialRow]) -> str | None:
     """How far the step-cost model was off on the trials it predicted."""
-    errors = [abs(r.predicted_tokens_per_s / r.tokens_per_s - 1) for r in rows
-              if r.predicted_tokens_per_s and r.tokens_per_s and r.status == "complete"]
+    objective = objective_by_trial(rows)
+    predicted = {r.optuna_trial_number: r.predicted_tokens_per_s for r in rows
+                 if r.predicted_tokens_per_s and r.optuna_trial_number in objective}
+    errors = [abs(p / objective[n] - 1) for n, p in predicted.items()]
     if not errors:
         return None
     return (f"step-cost model: predicted {len(errors)} trials, mean absolute error "
