@@ -63,3 +63,27 @@ def test_bad_study_files(tmp_path, text, reason):
 def test_missing_study_file(tmp_path):
     with pytest.raises(UsageError, match="no such study file"):
         plan_study(tmp_path / "none.toml")
+
+
+def test_load_levels_strategy_and_slos_from_flags_and_file(tmp_path):
+    plan = plan_study(None, methods=["ngram"], concurrency="1,4,16", strategy="tpe",
+                      slos=["tpot_p99_ms<=40"])
+    assert [load.label for load in plan.loads] == ["concurrency 1", "concurrency 4", "concurrency 16"]
+    assert plan.options.strategy == "tpe" and plan.options.slos[0].limit_s == 0.04
+    path = tmp_path / "study.toml"
+    path.write_text('strategy = "grid"\nslo = ["ttft_p99_ms<=500"]\n[load]\nconcurrency = [2, 8]\n')
+    plan = plan_study(path)
+    assert [load.concurrency for load in plan.loads] == [2, 8]
+    assert plan.options.strategy == "grid" and plan.options.slos[0].metric == "ttft_p99"
+    rates = plan_study(None, load="rate", rate="1,4")
+    assert [load.label for load in rates.loads] == ["Poisson 1 req/s", "Poisson 4 req/s"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"concurrency": "1,x"}, "--concurrency '1,x' must be a number or a list like 1,4,16"),
+    ({"strategy": "bayes"}, "--strategy must be one of guided, tpe, grid"),
+    ({"slos": ["tpot<40"]}, "--slo 'tpot<40' is not a latency target"),
+])
+def test_bad_load_strategy_or_slo_is_one_sentence(flags, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        plan_study(None, **flags)
