@@ -172,6 +172,9 @@ def optimize(
         help='Latency target, repeatable: "tpot_p99_ms<=40", "ttft_p99_ms<=500".')] = None,
     warm_start: Annotated[bool, typer.Option(
         help="Start a new study from the previous best of this model and workload type.")] = True,
+    name: Annotated[Optional[str], typer.Option(
+        help="Study name (default 'MODEL | TYPE | LOAD'; the same name resumes the study, a new "
+             "one, such as a nightly date, starts a warm-started study).")] = None,
     warmup: WarmupOpt = 2,
     repeats: RepeatsOpt = 1,
     repeat_mode: RepeatModeOpt = "same-server",
@@ -195,7 +198,7 @@ def optimize(
             study_file, methods=method, drafts=draft, k=k, ngram_lookup=ngram_lookup, load=load,
             concurrency=concurrency, rate=rate, time_scale=time_scale, seed=seed,
             server_cmd=server_cmd, server_args=server_arg, trials=trials, noise=noise,
-            strategy=strategy, slos=slo, warm_start=warm_start)
+            strategy=strategy, slos=slo, warm_start=warm_start, name=name)
         loaded = load_workload(workload, workload_type)
         settings = MeasureSettings(
             load=plan.loads[0], extra_loads=plan.loads[1:], warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, request_timeout_s=request_timeout,

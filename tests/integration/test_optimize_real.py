@@ -141,3 +141,17 @@ def test_repeats_are_stored_with_their_spread_and_the_greedy_check(tmp_path, tin
             "SELECT trial_id, repeat, output_tokens_per_s FROM tuner_trial_runs ORDER BY id").fetchall()
     assert [(r[1]) for r in runs] == [0, 1, 0, 1]
     assert all(r[2] > 0 for r in runs)
+
+
+def test_a_new_study_warm_starts_from_the_previous_best(tmp_path, tiny_models):
+    space = ["--method", "ngram", "--k", "1,3", "--json"]
+    first = json.loads(run(optimize_cmd(tmp_path, tiny_models, *space)).stdout)
+    second = json.loads(run(optimize_cmd(tmp_path, tiny_models, *space, "--name", "nightly")).stdout)
+    rows = [r for r in trials(tmp_path) if r.study_name == "nightly"]
+    assert second["study"] == "nightly" and rows[0].config is None  # the baseline, measured again
+    if first["winner"]["config"] is not None:
+        assert rows[1].config == first["winner"]["config"]
+        assert rows[1].proposal_reason == "warm start: the previous best"
+    # The earlier study's acceptance profile stands in for the highest-k run that learns it.
+    assert not any((r.proposal_reason or "").startswith("highest k first") for r in rows)
+    assert second["server_starts"] == len(rows)

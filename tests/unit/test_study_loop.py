@@ -157,11 +157,9 @@ def test_guided_warm_start_measures_the_previous_best_first_and_little_else(setu
                      OptimizeSettings(trials=30, noise=0.02), Quiet())
     cold = len(measured)
     measured.clear()
-    other = MeasureSettings(load=LoadSpec("concurrency", 1), warmup=3, server=settings.server)
-    # Another study (a different name: warm-up differs only in the name here) of the same model and type.
-    monkeypatch.setattr(study_module, "study_name", lambda *a: "nightly")
-    second = optimize("m", workload, space, other, store, optuna_storage(url),
-                      OptimizeSettings(trials=30, noise=0.02), Quiet())
+    # Another study (`--name nightly`) of the same model, workload type and load.
+    second = optimize("m", workload, space, settings, store, optuna_storage(url),
+                      OptimizeSettings(trials=30, noise=0.02, name="nightly"), Quiet())
     assert measured[:2] == ["baseline", first.answer.winner.label]
     assert len(measured) < cold
     assert second.answer.winner.label == first.answer.winner.label

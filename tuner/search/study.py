@@ -52,6 +52,7 @@ class OptimizeSettings:
     strategy: str = "guided"
     slos: tuple[Slo, ...] = ()
     warm_start: bool = True
+    name: str | None = None  # the Optuna study; default "model | workload type | load"
     z: float = DEFAULT_Z  # guided: how many standard deviations count as "plausibly better"
 
     def __post_init__(self) -> None:
@@ -162,7 +163,7 @@ def optimize(
     store: ResultStore, storage: optuna.storages.BaseStorage, options: OptimizeSettings,
     progress: StudyProgress,
 ) -> StudyOutcome:
-    name = study_name(model, workload.type, settings.loads_label)
+    name = options.name or study_name(model, workload.type, settings.loads_label)
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize",
                                 sampler=make_sampler(options), load_if_exists=True)
     _close_stale_trials(study)
