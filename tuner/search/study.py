@@ -222,7 +222,6 @@ def optimize(
             for row in rows:
                 progress.trial_finished(row)
             _store_pareto(store, run_id, name)
-        status = "finished"
         schedule, schedule_rows, single = None, None, None
         if len(settings.loads) > 1:
             rows = store.trials(study_name=name)
@@ -233,6 +232,7 @@ def optimize(
                                                   progress)
                 restarts += starts_per_trial
             store.set_run_fields(run_id, schedule=_schedule_record(schedule, schedule_rows, single))
+        status = "finished"
     finally:
         store.finish_run(run_id, status, vllm_version)
     rows = store.trials(study_name=name)
