@@ -5,7 +5,7 @@ its documentation topics and licence texts):
   - a byte-level BPE tokenizer (vocab 2048) with a plain chat template,
   - a target Llama (4 layers, hidden 256),
   - a draft Llama for method draft_model (1 layer, hidden 128, same tokenizer),
-  - a weaker draft of the same shape (15 s of plain training, no distillation),
+  - a weaker draft of the same shape (40 steps of plain training, no distillation),
 so that acceptance really differs between code and chat traffic.
 
 The result goes to OUT (default .models/) and is reused while this script is unchanged.
@@ -31,12 +31,12 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}assistant:{% endif %}"
 )
 MODELS = {
-    # name: (layers, hidden, heads, intermediate, training seconds)
-    "target": (4, 256, 4, 768, 150),
-    "draft": (1, 128, 2, 384, 60),
+    # name: (layers, hidden, heads, intermediate, training steps)
+    "target": (4, 256, 4, 768, 200),
+    "draft": (1, 128, 2, 384, 400),
     # A second, worse draft (trained briefly on the text, not distilled): searches over drafts
     # of different quality (benchmarks/search_efficiency.py) need one.
-    "draft-weak": (1, 128, 2, 384, 15),
+    "draft-weak": (1, 128, 2, 384, 40),
 }
 
 
@@ -78,13 +78,13 @@ def train_tokenizer(texts: list[str], out: Path):
 
 
 def train_model(name: str, tokens, out: Path, eos_id: int, teacher=None):
-    """Train one model for its time budget. With a ``teacher``, the model is distilled from the
+    """Train one model for its number of steps. With a ``teacher``, the model is distilled from the
     teacher's next-token distribution, so that it proposes what the target would say."""
     import torch
     import torch.nn.functional as F
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    layers, hidden, heads, intermediate, seconds = MODELS[name]
+    layers, hidden, heads, intermediate, steps = MODELS[name]
     torch.manual_seed(SEED)
     config = LlamaConfig(
         vocab_size=VOCAB, hidden_size=hidden, intermediate_size=intermediate,
@@ -97,9 +97,9 @@ def train_model(name: str, tokens, out: Path, eos_id: int, teacher=None):
     generator = torch.Generator().manual_seed(SEED)
     batch, step, started = 16, 0, time.monotonic()
     model.train()
-    # A fixed time budget keeps the script within minutes on any machine; more steps on
-    # faster ones only make the models better.
-    while time.monotonic() - started < seconds:
+    # A fixed number of steps (not a time budget): the same models on every machine, so that
+    # acceptance, and whether speculation pays, does not depend on how busy the trainer was.
+    while step < steps:
         starts = torch.randint(0, len(tokens) - SEQ_LEN - 1, (batch,), generator=generator)
         x = torch.stack([tokens[s:s + SEQ_LEN] for s in starts])
         if teacher is None:

@@ -5,8 +5,8 @@ Order of trials:
 2. each drafter (method + draft + method fields) once, at its highest k: that one run's
    per-position acceptance gives the acceptance length at every smaller k;
 3. then, from the step-cost model fitted on everything measured so far (``predict``), the
-   unmeasured config most likely to beat the best measured one by more than the noise: the
-   largest (predicted - best * (1 + noise)) / model uncertainty;
+   unmeasured config with the largest expected gain over best * (1 + noise), which weighs the
+   predicted gain against the model's uncertainty (expected improvement);
 4. stop when no unmeasured config can plausibly beat the best by more than the noise: its
    predicted tokens/s plus ``z`` standard deviations stays below best * (1 + noise). ``noise``
    is the run-to-run spread measured by the repeats. The winner is always a measured config,
@@ -59,6 +59,16 @@ def _phi(x: float) -> float:
     return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
 
 
+def _expected_gain(p: Prediction, bar: float) -> float:
+    """Expected improvement over ``bar`` under a normal prediction: it weighs how likely a config
+    is to beat the bar with by how much, so a near-certain crumb does not outrank a likely leap."""
+    if p.sigma <= 0:
+        return max(0.0, p.tokens_per_s - bar)
+    z = (p.tokens_per_s - bar) / p.sigma
+    density = math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+    return (p.tokens_per_s - bar) * _phi(z) + p.sigma * density
+
+
 class GuidedSearch:
     """``prior``: observations of an earlier study (warm start), tokens/s relative to its
     baseline; they stand in for the first trial of their drafters and are scaled by this study's
@@ -107,11 +117,12 @@ class GuidedSearch:
             p = model.predict(drafter_of(candidate.params), k_of(candidate.params))
             if p is None:  # beyond every measured k of its drafter, or a failed drafter
                 continue
-            scored.append(((p.tokens_per_s - bar) / max(p.sigma, 1e-9), p.tokens_per_s, candidate, p))
+            scored.append((_expected_gain(p, bar), p.tokens_per_s, candidate, p))
         plausible = [s for s in scored if s[3].upper(self.z) > bar]
         if not plausible:
             return None
         gain, _, candidate, prediction = max(plausible, key=lambda s: (s[0], s[1]))
+        chance = _phi((prediction.tokens_per_s - bar) / max(prediction.sigma, 1e-9))
         return Proposal(candidate, prediction,
-                        f"{_phi(gain):.0%} likely to beat the best measured ({best:.0f} tok/s) "
-                        f"by more than the noise ({self.noise:.1%})")
+                        f"expected gain {gain:.0f} tok/s; {chance:.0%} likely to beat the best "
+                        f"measured ({best:.0f} tok/s) by more than the noise ({self.noise:.1%})")
