@@ -33,7 +33,8 @@ from pathlib import Path
 
 import optuna
 
-from tuner.search.guided import DEFAULT_RUN_NOISE, DEFAULT_Z, GuidedSearch, key_of, observation
+from tuner.search.guided import (DEFAULT_RUN_NOISE, DEFAULT_Z, GuidedSearch, key_of, observation,
+                                 run_noise)
 from tuner.search.space import SearchSpace, parse_lookup
 from tuner.search.study import OptimizeSettings, make_sampler
 from tuner.stats import mad
@@ -154,7 +155,7 @@ def run_guided(table: Table, rng: random.Random, budget: int, z: float = DEFAULT
         median, spread = table.draw(key, rng)
         values[key] = median
         spreads.append(spread / median)
-        search.noise = sorted(spreads)[len(spreads) // 2]  # as run_noise: median relative MAD
+        search.noise = run_noise(spreads)  # as in the study
         measured[key] = observation(by_key[key].params, median, table.profile[key])
     return values
 

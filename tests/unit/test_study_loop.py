@@ -114,8 +114,13 @@ def true_best(space):
     return max(world(c.spec)[0] for c in space.candidates())
 
 
-def test_guided_finds_the_best_with_a_fraction_of_the_restarts(setup, monkeypatch):
-    url, store, workload, settings = setup
+SYNTHETIC_SPACE = SearchSpace(methods=("ngram", "draft_model"), ks=tuple(range(1, 9)),
+                              drafts={"draft_model": ("good", "weak")})
+
+
+@pytest.fixture
+def synthetic_host(monkeypatch):
+    """Trials measure ``world`` instead of a server; returns the labels measured, in order."""
     measured = []
 
     def measure(model, spec, workload, settings, progress):
@@ -124,8 +129,13 @@ def test_guided_finds_the_best_with_a_fraction_of_the_restarts(setup, monkeypatc
         return [fake_measurement(spec, tps, per_position=profile)]
 
     monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
-    space = SearchSpace(methods=("ngram", "draft_model"), ks=tuple(range(1, 9)),
-                        drafts={"draft_model": ("good", "weak")})
+    return measured
+
+
+def test_guided_finds_the_best_with_a_fraction_of_the_restarts(setup, synthetic_host):
+    url, store, workload, settings = setup
+    measured = synthetic_host
+    space = SYNTHETIC_SPACE
     outcome = optimize("m", workload, space, settings, store, optuna_storage(url),
                        OptimizeSettings(trials=30, noise=0.02), Quiet())
     grid = len(space.candidates())
@@ -141,18 +151,10 @@ def test_guided_finds_the_best_with_a_fraction_of_the_restarts(setup, monkeypatc
     assert all(r.predicted_tokens_per_s == pytest.approx(r.tokens_per_s, rel=0.01) for r in predicted)
 
 
-def test_guided_warm_start_measures_the_previous_best_first_and_little_else(setup, monkeypatch):
+def test_guided_warm_start_measures_the_previous_best_first_and_little_else(setup, synthetic_host):
     url, store, workload, settings = setup
-    measured = []
-
-    def measure(model, spec, workload, settings, progress):
-        measured.append(spec.label if spec else "baseline")
-        tps, profile = world(spec)
-        return [fake_measurement(spec, tps, per_position=profile)]
-
-    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
-    space = SearchSpace(methods=("ngram", "draft_model"), ks=tuple(range(1, 9)),
-                        drafts={"draft_model": ("good", "weak")})
+    measured = synthetic_host
+    space = SYNTHETIC_SPACE
     first = optimize("m", workload, space, settings, store, optuna_storage(url),
                      OptimizeSettings(trials=30, noise=0.02), Quiet())
     cold = len(measured)

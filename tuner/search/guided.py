@@ -55,6 +55,13 @@ def observation(params: dict, tokens_per_s: float, per_position: Sequence[float]
                        tuple(per_position) if per_position is not None else None, feasible)
 
 
+def run_noise(spreads: Sequence[float]) -> float:
+    """The run-to-run spread of tokens/s: the median of the trials' relative MADs (MAD / median,
+    from their repeats); ``DEFAULT_RUN_NOISE`` before any trial has repeats."""
+    ordered = sorted(spreads)
+    return ordered[len(ordered) // 2] if ordered else DEFAULT_RUN_NOISE
+
+
 def _phi(x: float) -> float:
     return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
 

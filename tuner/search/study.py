@@ -30,7 +30,8 @@ from tuner.engine import SpecConfig
 from tuner.engine.installed import gpu_name
 from tuner.errors import TunerError, UsageError
 from tuner.search.answer import DEFAULT_NOISE, Answer, choose
-from tuner.search.guided import DEFAULT_RUN_NOISE, DEFAULT_Z, GuidedSearch, key_of, observation
+from tuner.search.guided import (DEFAULT_RUN_NOISE, DEFAULT_Z, GuidedSearch, key_of, observation,
+                                 run_noise)
 from tuner.search.predict import Observation
 from tuner.search.schedule import Schedule, best_single, tune_schedule
 from tuner.search.slo import Slo, pareto_front
@@ -190,7 +191,9 @@ def optimize(
     try:
         while len(measured) < budget:
             if guided is not None:
-                guided.noise = run_noise(store.trials(study_name=name))
+                guided.noise = run_noise([r.tokens_per_s_mad / r.tokens_per_s
+                                          for r in store.trials(study_name=name)
+                                          if r.repeats > 1 and r.tokens_per_s and r.tokens_per_s_mad is not None])
                 proposal = guided.propose(measured)
                 if proposal is None:
                     break
@@ -239,13 +242,6 @@ def optimize(
     answers = {load.label: choose([r for r in rows if r.load == load.label], options.noise, options.slos)
                for load in settings.loads}
     return StudyOutcome(name, answers, single, schedule, schedule_rows, restarts)
-
-
-def run_noise(rows: Sequence[TrialRow]) -> float:
-    """The run-to-run spread of tokens/s: median relative MAD of the trials with repeats."""
-    spreads = sorted(r.tokens_per_s_mad / r.tokens_per_s for r in rows
-                     if r.repeats > 1 and r.tokens_per_s and r.tokens_per_s_mad is not None)
-    return spreads[len(spreads) // 2] if spreads else DEFAULT_RUN_NOISE
 
 
 def _store_pareto(store: ResultStore, run_id: int, name: str) -> None:
