@@ -4,7 +4,10 @@ Two steps:
 
   measure   runs the whole grid on the real vLLM server (``tuner optimize --strategy grid``,
             3 replays per config) and exports every config's per-replay tokens/s and acceptance
-            profile to benchmarks/data/search_grid.json. About 30 min on 2 CPU cores.
+            profile to benchmarks/data/search_grid.json. Each replay is workloads/code.jsonl four
+            times over (192 requests, about 25 s): with the 48-request file alone a replay lasts
+            about 6 s and the run-to-run noise (up to 20 % on this shared 2-core host) was larger
+            than the gaps between the best configs. About 55 min on 2 CPU cores.
   simulate  replays the grid, random search, plain TPE and the guided search against that stored
             table many times. Each simulated trial draws the config's replays with replacement
             (as many as were measured) and reports their median, so every strategy sees the
@@ -45,10 +48,31 @@ MODELS = ROOT / ".models"
 WITHIN = 0.02  # "reaches the grid's answer": within 2 % of its best
 
 
-def grid_command(db: str) -> list[str]:
+WORKLOAD_COPIES = 4
+
+
+def long_workload(copies: int = WORKLOAD_COPIES) -> Path:
+    """workloads/code.jsonl repeated; each copy's prompts get a distinct first line, so no copy
+    is served from the prefix cache of another."""
+    source = ROOT / "workloads" / "code.jsonl"
+    lines = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
+    out = ROOT / "benchmarks" / "data" / f"code-x{copies}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    span = lines[-1].get("arrival_s", 0.0) + 1.0  # arrivals must not decrease across copies
+    with out.open("w") as f:
+        for copy in range(copies):
+            for line in lines:
+                prompt = line["prompt"] if copy == 0 else f"# pass {copy + 1}\n{line['prompt']}"
+                arrival = round(line.get("arrival_s", 0.0) + copy * span, 3)
+                f.write(json.dumps({**line, "id": f"{line['id']}-{copy + 1}", "prompt": prompt,
+                                    "arrival_s": arrival}) + "\n")
+    return out
+
+
+def grid_command(db: str, workload: Path) -> list[str]:
     """ngram and draft_model with two drafts of different quality, k = 1..10: 31 configs."""
     return [sys.executable, "-m", "tuner.cli", "optimize", "--strategy", "grid",
-            "--workload", str(ROOT / "workloads" / "code.jsonl"), "--model", str(MODELS / "target"),
+            "--workload", str(workload), "--type", "code", "--model", str(MODELS / "target"),
             "--method", "ngram", "--method", "draft_model",
             "--draft", f"draft_model={MODELS / 'draft'}", "--draft", f"draft_model={MODELS / 'draft-weak'}",
             "--k", "1-10", "--trials", "31", "--repeats", "3", "--warmup", "8", "--concurrency", "2",
@@ -58,7 +82,7 @@ def grid_command(db: str) -> list[str]:
 def measure(args: argparse.Namespace) -> None:
     if not args.export_only:
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-        subprocess.run(grid_command(args.db), check=True, env=env)
+        subprocess.run(grid_command(args.db, long_workload()), check=True, env=env)
     export(args.db, args.table)
 
 
@@ -74,7 +98,7 @@ def export(db: str, table: Path) -> None:
                 "per_position": r.per_position, "tpot_p99_s": r.tpot_p99_s} for r in rows]
     record = {"study": name, "host": platform.node(), "cpus": os.cpu_count(),
               "vllm_version": rows[0].vllm_version, "load": rows[0].load,
-              "command": " ".join(grid_command("DB")[1:]), "space": store.study_runs(name)[0]["space"],
+              "command": " ".join(grid_command("DB", long_workload())[1:]), "space": store.study_runs(name)[0]["space"],
               "configs": configs}
     table.parent.mkdir(parents=True, exist_ok=True)
     table.write_text(json.dumps(record, indent=1) + "\n")

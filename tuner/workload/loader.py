@@ -81,6 +81,7 @@ def _to_request(line: int, obj: dict[str, Any]) -> Request:
         arrival_s=float(obj["arrival_s"]) if "arrival_s" in obj else None,
         id=str(obj["id"]) if "id" in obj else None,
         output_tokens=obj.get("output_tokens"),
+        type=obj.get("type"),
     )
 
 

@@ -21,6 +21,7 @@ class Request:
     arrival_s: float | None = None
     id: str | None = None
     output_tokens: int | None = None
+    type: str | None = None  # a per-line workload type; overrides the classifier of `workload split`
 
     @property
     def is_chat(self) -> bool:
