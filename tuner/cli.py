@@ -33,7 +33,9 @@ console = Console(width=None if sys.stdout.isatty() else 150)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 
+workload_app = typer.Typer(help="Workload files: import, inspect, sample, split.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+app.add_typer(workload_app, name="workload")
 
 
 @app.callback()
@@ -254,6 +256,63 @@ def best(
         for answer in answers:
             console.print(answer_text(answer), highlight=False, soft_wrap=True)
             console.print()
+
+
+@app.command()
+def capture(
+    upstream: Annotated[str, typer.Option(help="The OpenAI-compatible server to forward to, e.g. http://127.0.0.1:8000.")],
+    out: Annotated[Path, typer.Option(help="Workload JSONL to write (started afresh).")],
+    listen: Annotated[str, typer.Option(help="HOST:PORT the proxy listens on; point clients here.")] = "127.0.0.1:8100",
+    sample: Annotated[float, typer.Option(help="Fraction of requests recorded (all are proxied).")] = 1.0,
+    max_requests: Annotated[Optional[int], typer.Option(help="Stop after recording this many requests.")] = None,
+    duration: Annotated[Optional[float], typer.Option(help="Stop after this many seconds.")] = None,
+    redact: Annotated[Optional[list[str]], typer.Option(
+        help="Regex whose matches in prompts are written as \\[redacted], repeatable.")] = None,
+    workload_type: Annotated[Optional[str], typer.Option("--type", help="Workload type written on every line.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the --sample draw.")] = 0,
+) -> None:
+    """Record live traffic: a reverse proxy that writes one workload line per request."""
+    from tuner.workload.capture import (CaptureSettings, CaptureSummary, compile_redactions,
+                                        parse_listen, run_capture)
+
+    with user_errors():
+        host, port = parse_listen(listen)
+        settings = CaptureSettings(upstream=upstream, out=out, host=host, port=port, sample=sample,
+                                   max_requests=max_requests, duration_s=duration,
+                                   redact=compile_redactions(list(redact or [])),
+                                   workload_type=workload_type, seed=seed)
+        with err_console.status("starting the proxy") as status:
+            def ready() -> None:
+                status.update(f"proxying http://{host}:{port} -> {upstream}; recording to {out} "
+                              f"(Ctrl-C to stop)")
+
+            def recorded(summary: CaptureSummary) -> None:
+                status.update(f"proxying http://{host}:{port} -> {upstream}; "
+                              f"{summary.recorded} requests recorded to {out}")
+
+            summary = run_capture(settings, on_ready=ready, on_record=recorded)
+        skipped = ", ".join(f"{n} {reason}" for reason, n in summary.skipped.items()) or "none"
+        err_console.print(f"stopped ({summary.stopped_by}): {summary.recorded} requests recorded to {out}, "
+                          f"{summary.proxied} proxied; not recorded: {skipped}", highlight=False)
+
+
+@workload_app.command("import")
+def workload_import(
+    source: Annotated[Path, typer.Argument(help="The file to import (read only; nothing is downloaded).")],
+    out: Annotated[Path, typer.Option(help="Workload JSONL to write; a folder when spec-bench splits by type.")],
+    from_format: Annotated[str, typer.Option("--from", help="sharegpt, spec-bench, vllm-custom or openai-batch.")],
+    workload_type: Annotated[Optional[str], typer.Option("--type", help="Workload type for every line.")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option(
+        help="Local tokenizer folder: ShareGPT output lengths in tokens instead of characters / 4.")] = None,
+) -> None:
+    """Convert ShareGPT, Spec-Bench, vLLM custom or OpenAI batch files into workload JSONL."""
+    from tuner.workload.importers import import_workload, write_imported
+
+    with user_errors():
+        groups = import_workload(from_format, source, workload_type, tokenizer,
+                                 report=lambda note: err_console.print(note, highlight=False))
+        for path, count in write_imported(groups, out).items():
+            console.print(f"{path}: {count} requests", highlight=False)
 
 
 @db_app.command("upgrade")

@@ -106,7 +106,7 @@ def load_workload(path: str | Path, workload_type: str | None = None) -> Workloa
     problems: list[str] = []
     requests: list[Request] = []
     last_arrival: tuple[int, float] | None = None
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 is text
         if not raw.strip():
             continue
         try:

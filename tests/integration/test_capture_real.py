@@ -1,0 +1,180 @@
+"""`tuner capture` in front of the REAL vLLM server (CPU build, the project's tiny target model).
+
+One server serves every test of this module; each test starts its own `tuner capture` process,
+as a user would, and stops it by its process group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tuner.engine import ServerOptions
+from tuner.engine.server import VllmServer, free_port, port_is_free
+from tuner.replay import LoadSpec
+from tuner.replay.client import replay
+from tuner.workload import load_workload
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    options = ServerOptions(server_args=["--enforce-eager", "--max-model-len=1024"],
+                            log_dir=tmp_path_factory.mktemp("logs"),
+                            env={"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")})
+    with VllmServer(str(tiny_models / "target"), None, options) as running:
+        yield running
+
+
+class CaptureProcess:
+    """`tuner capture` as a subprocess in its own process group."""
+
+    def __init__(self, upstream: str, out: Path, *args: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tuner.cli", "capture", "--upstream", upstream, "--out", str(out),
+             "--listen", f"127.0.0.1:{self.port}", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while port_is_free(self.port):
+            assert self.process.poll() is None, self.process.communicate()[1]
+            assert time.monotonic() < deadline, "tuner capture did not start listening"
+            time.sleep(0.2)
+
+    def stop(self, sig: int = signal.SIGINT) -> tuple[int, str]:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, sig)
+        _, stderr = self.process.communicate(timeout=30)
+        return self.process.returncode, stderr
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+
+@pytest.fixture
+def start_capture() -> Iterator:
+    started: list[CaptureProcess] = []
+
+    def start(upstream: str, out: Path, *args: str) -> CaptureProcess:
+        started.append(CaptureProcess(upstream, out, *args))
+        return started[-1]
+
+    yield start
+    for capture in started:  # also when the test failed
+        capture.kill()
+
+
+def sent_text(request) -> object:
+    return request.prompt if request.prompt is not None else list(request.messages)
+
+
+def test_a_replay_through_capture_is_recorded_and_replays_the_same(server: VllmServer, tmp_path: Path,
+                                                                   start_capture) -> None:
+    code = load_workload(ROOT / "workloads" / "code.jsonl").requests[:10]
+    chat = load_workload(ROOT / "workloads" / "chat.jsonl").requests[:10]
+    sent = [*code, *chat]
+    out = tmp_path / "captured.jsonl"
+    capture = start_capture(server.base_url, out, "--type", "mixed")
+
+    results, _ = replay(capture.url, server.model, sent, LoadSpec(concurrency=3))
+    assert all(r.ok for r in results), [r.error for r in results if not r.ok]
+    rc, stderr = capture.stop()
+    assert rc == 0, stderr
+    assert f"{len(sent)} requests recorded" in stderr
+
+    captured = load_workload(out)
+    assert len(captured) == len(sent)
+    # Concurrency 3 may reorder arrivals slightly; the set of prompts and their lengths is what counts.
+    by_text = {json.dumps(sent_text(r)): r for r in sent}
+    assert sorted(by_text) == sorted(json.dumps(sent_text(r)) for r in captured.requests)
+    for request in captured.requests:
+        original = by_text[json.dumps(sent_text(request))]
+        assert request.output_tokens == original.output_tokens  # from vLLM's usage report
+        assert request.temperature == original.temperature and request.type == "mixed"
+    arrivals = [r.arrival_s for r in captured.requests]
+    assert arrivals[0] == 0.0 and arrivals == sorted(arrivals)
+
+    # Replaying the captured file reproduces the request count, the prompts and the lengths.
+    again, _ = replay(server.base_url, server.model, captured.requests, LoadSpec(concurrency=3))
+    assert len(again) == len(sent) and all(r.ok for r in again)
+    digests = {r.request_id: r for r in results}
+    for request, result in zip(captured.requests, again):
+        assert result.output_tokens == request.output_tokens
+    # Greedy requests generate the same text from the captured file as from the original.
+    assert sorted(r.text_digest for r in again) == sorted(r.text_digest for r in digests.values())
+
+
+def _stream(url: str, path: str, body: dict) -> list[str]:
+    with httpx.stream("POST", url + path, json=body, timeout=120) as response:
+        assert response.status_code == 200
+        return [line for line in response.iter_lines() if line]
+
+
+def _content(lines: list[str]) -> tuple[str, list, object, list]:
+    """Text, finish reasons, usage and chunk shapes of an SSE stream (ids and timestamps differ)."""
+    text, finish, usage, shapes = "", [], None, []
+    assert lines[-1] == "data: [DONE]"
+    for line in lines[:-1]:
+        chunk = json.loads(line.removeprefix("data: "))
+        shapes.append(sorted(chunk))
+        usage = chunk.get("usage") or usage
+        for choice in chunk["choices"]:
+            text += choice.get("text") or (choice.get("delta") or {}).get("content") or ""
+            if choice.get("finish_reason"):
+                finish.append(choice["finish_reason"])
+    return text, finish, usage, sorted({tuple(s) for s in shapes})
+
+
+@pytest.mark.parametrize("with_usage", [False, True])
+def test_streamed_responses_through_the_proxy_are_identical(server: VllmServer, tmp_path: Path,
+                                                            start_capture, with_usage: bool) -> None:
+    capture = start_capture(server.base_url, tmp_path / "s.jsonl")
+    bodies = [
+        ("/v1/completions", {"model": server.model, "prompt": "def add(a, b):\n    return", "max_tokens": 24,
+                             "temperature": 0, "stream": True}),
+        ("/v1/chat/completions", {"model": server.model, "max_tokens": 24, "temperature": 0, "stream": True,
+                                  "messages": [{"role": "user", "content": "Name three colours."}]}),
+    ]
+    for path, body in bodies:
+        if with_usage:
+            body = {**body, "stream_options": {"include_usage": True}}
+        direct, proxied = _stream(server.base_url, path, body), _stream(capture.url, path, body)
+        assert _content(proxied) == _content(direct)
+        assert (_content(proxied)[2] is not None) == with_usage  # usage only when the client asked
+    # Non-streaming and non-recorded endpoints pass through too; errors keep their status.
+    plain = {"model": server.model, "prompt": "x = ", "max_tokens": 8, "temperature": 0}
+    direct = httpx.post(server.base_url + "/v1/completions", json=plain, timeout=60).json()
+    proxied = httpx.post(capture.url + "/v1/completions", json=plain, timeout=60).json()
+    assert proxied["choices"] == direct["choices"] and proxied["usage"] == direct["usage"]
+    assert httpx.get(capture.url + "/v1/models").json()["data"][0]["id"] == server.model
+    wrong = httpx.post(capture.url + "/v1/completions", json={**plain, "model": "no-such-model"})
+    assert wrong.status_code == httpx.post(server.base_url + "/v1/completions",
+                                           json={**plain, "model": "no-such-model"}).status_code == 404
+    rc, stderr = capture.stop()
+    assert rc == 0 and "1 HTTP 404 from upstream" in stderr
+    assert len(load_workload(tmp_path / "s.jsonl")) == 3  # the two streams and the plain request
+
+
+def test_a_killed_capture_keeps_every_finished_request(server: VllmServer, tmp_path: Path, start_capture) -> None:
+    out = tmp_path / "k.jsonl"
+    capture = start_capture(server.base_url, out, "--max-requests", "100")
+    requests = load_workload(ROOT / "workloads" / "code.jsonl").requests[:4]
+    results, _ = replay(capture.url, server.model, requests, LoadSpec(concurrency=1))
+    assert all(r.ok for r in results)
+    capture.kill()  # SIGKILL: no chance to clean up
+    assert [r.prompt for r in load_workload(out).requests] == [r.prompt for r in requests]

@@ -1,0 +1,194 @@
+"""The capture proxy's own rules, against a small stand-in upstream (no vLLM here).
+
+tests/integration/test_capture_real.py is the proof with the real vLLM server behind the proxy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from aiohttp import web
+
+from tuner.engine.server import free_port
+from tuner.errors import UsageError
+from tuner.workload import load_workload
+from tuner.workload.capture import CaptureSettings, parse_listen, recordable, run_capture
+
+
+def _chunk(text: str | None, usage: dict | None = None) -> bytes:
+    body: dict = {"id": "x", "choices": [] if text is None else [{"index": 0, "text": text}]}
+    if usage:
+        body["usage"] = usage
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+async def _completions(request: web.Request) -> web.StreamResponse:
+    """Answers 'a b c' (3 tokens); waits `delay` seconds first when the prompt says so."""
+    body = await request.json()
+    if body.get("prompt") == "bad":
+        return web.json_response({"error": "bad prompt"}, status=400)
+    if match := re.search(r"delay=([\d.]+)", body.get("prompt", "")):
+        await asyncio.sleep(float(match.group(1)))
+    usage = {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}
+    if not body.get("stream"):
+        return web.json_response({"choices": [{"text": "a b c"}], "usage": usage})
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    for word in ("a", " b", " c"):
+        await response.write(_chunk(word))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        await response.write(_chunk(None, usage))
+    await response.write(b"data: [DONE]\n\n")
+    return response
+
+
+async def _models(request: web.Request) -> web.Response:
+    return web.json_response({"data": [{"id": "m"}]})
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[str]:
+    port = free_port()
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    app.router.add_post("/v1/completions", _completions)
+    app.router.add_post("/v1/chat/completions", _completions)
+    app.router.add_get("/v1/models", _models)
+    runner = web.AppRunner(app)
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(runner.setup())
+        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    time.sleep(0.3)
+    yield f"http://127.0.0.1:{port}"
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+class Capture:
+    """run_capture in a thread; ``wait()`` returns its summary once it stopped by itself."""
+
+    def __init__(self, settings: CaptureSettings):
+        self.settings = settings
+        self.ready = threading.Event()
+        self.summary = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(10), "the proxy did not start"
+        self.url = f"http://{settings.host}:{settings.port}"
+
+    def _run(self) -> None:
+        self.summary = run_capture(self.settings, on_ready=self.ready.set)
+
+    def wait(self):
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "the proxy did not stop at its cap"
+        return self.summary
+
+
+def settings(upstream: str, out: Path, **kwargs) -> CaptureSettings:
+    return CaptureSettings(upstream=upstream, out=out, port=free_port(), **kwargs)
+
+
+def sse_events(text: str) -> list[str]:
+    return [e for e in text.split("\n\n") if e]
+
+
+def test_stream_passes_through_unchanged_and_usage_is_recorded(upstream: str, tmp_path: Path) -> None:
+    out = tmp_path / "cap.jsonl"
+    capture = Capture(settings(upstream, out, max_requests=2, workload_type="code"))
+    body = {"model": "m", "prompt": "def f():", "max_tokens": 3, "temperature": 0, "stream": True}
+    direct = httpx.post(upstream + "/v1/completions", json=body).text
+    proxied = httpx.post(capture.url + "/v1/completions", json=body)
+    # The client did not ask for usage: the proxy asked upstream for it and dropped it again.
+    assert proxied.status_code == 200 and proxied.text == direct
+    assert not any('"usage"' in e for e in sse_events(proxied.text))
+    asked = {**body, "stream_options": {"include_usage": True}}
+    proxied_usage = httpx.post(capture.url + "/v1/completions", json=asked).text
+    assert proxied_usage == httpx.post(upstream + "/v1/completions", json=asked).text
+    assert '"usage"' in proxied_usage
+    summary = capture.wait()
+    assert summary.recorded == 2 and summary.stopped_by == "--max-requests reached"
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x["output_tokens"] for x in lines] == [3, 3]
+    assert lines[0]["prompt"] == "def f():" and lines[0]["type"] == "code" and lines[0]["max_tokens"] == 3
+    assert lines[0]["arrival_s"] == 0.0 and lines[1]["arrival_s"] >= 0
+    assert len(load_workload(out)) == 2
+
+
+def test_lines_are_in_arrival_order_even_when_later_requests_finish_first(upstream: str, tmp_path: Path) -> None:
+    out = tmp_path / "cap.jsonl"
+    capture = Capture(settings(upstream, out, max_requests=2))
+
+    def send(prompt: str) -> None:
+        httpx.post(capture.url + "/v1/completions", json={"model": "m", "prompt": prompt}, timeout=10)
+
+    slow = threading.Thread(target=send, args=("slow delay=1.0",))
+    slow.start()
+    time.sleep(0.3)
+    send("fast")  # finishes while the first is still running
+    assert out.read_text() == "", "the later request must wait for the earlier one"
+    slow.join()
+    capture.wait()
+    assert [json.loads(x)["prompt"] for x in out.read_text().splitlines()] == ["slow delay=1.0", "fast"]
+    load_workload(out)  # arrivals do not decrease
+
+
+def test_errors_pass_through_and_are_not_recorded(upstream: str, tmp_path: Path) -> None:
+    out = tmp_path / "cap.jsonl"
+    capture = Capture(settings(upstream, out, max_requests=2))
+    bad = httpx.post(capture.url + "/v1/completions", json={"model": "m", "prompt": "bad"})
+    assert bad.status_code == 400 and bad.json() == {"error": "bad prompt"}
+    assert httpx.get(capture.url + "/v1/models").json() == {"data": [{"id": "m"}]}  # proxied, not recorded
+    chat = {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+    assert httpx.post(capture.url + "/v1/chat/completions", json=chat).status_code == 200
+    summary = capture.wait()
+    assert summary.skipped == {"HTTP 400 from upstream": 1}
+    (line,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert line["messages"] == [{"role": "user", "content": "hi"}]  # text parts joined
+
+
+def test_sampling_redaction_and_duration(upstream: str, tmp_path: Path) -> None:
+    out = tmp_path / "cap.jsonl"
+    capture = Capture(settings(upstream, out, sample=0.5, duration_s=3.0, seed=1,
+                               redact=(re.compile(r"\b[\w.]+@[\w.]+\b"),)))
+    for i in range(20):
+        httpx.post(capture.url + "/v1/completions", json={"model": "m", "prompt": f"{i} mail bob@example.com"})
+    summary = capture.wait()
+    assert summary.stopped_by == "--duration reached"
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert 3 <= len(lines) <= 17 and summary.skipped["not sampled"] == 20 - len(lines)
+    assert all(x["prompt"].endswith("mail [redacted]") for x in lines)
+
+
+def test_bad_options_name_the_fix() -> None:
+    with pytest.raises(UsageError, match="--listen must be HOST:PORT"):
+        parse_listen("localhost")
+    assert parse_listen(":9000") == ("127.0.0.1", 9000)
+    with pytest.raises(UsageError, match="--sample"):
+        CaptureSettings(upstream="http://x:1", out=Path("o"), sample=0)
+    with pytest.raises(UsageError, match="--upstream must be an http"):
+        CaptureSettings(upstream="localhost:8000", out=Path("o"))
+    fields, why = recordable({"prompt": [1, 2, 3]}, "completion")
+    assert fields is None and "token ids" in why
+
+
+def test_port_in_use_is_one_sentence(upstream: str, tmp_path: Path) -> None:
+    capture = Capture(settings(upstream, tmp_path / "a.jsonl", max_requests=1))
+    with pytest.raises(UsageError, match="cannot listen on .* pass a free --listen"):
+        run_capture(CaptureSettings(upstream=upstream, out=tmp_path / "b.jsonl", port=capture.settings.port))
+    httpx.post(capture.url + "/v1/completions", json={"model": "m", "prompt": "x"})
+    capture.wait()
