@@ -315,6 +315,56 @@ def workload_import(
             console.print(f"{path}: {count} requests", highlight=False)
 
 
+@workload_app.command("stats")
+def workload_stats_command(
+    path: Annotated[Path, typer.Argument(help="Workload JSONL.")],
+    tokenizer: Annotated[Optional[str], typer.Option(
+        help="Local tokenizer folder: prompt lengths in tokens instead of characters.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Request count, prompt and output lengths, arrival rate over time, chat vs completion."""
+    from tuner.workload.stats import stats_dict, stats_table, workload_stats
+
+    with user_errors():
+        stats = workload_stats(load_workload(path), tokenizer)
+        if as_json:
+            print(json.dumps(stats_dict(stats), indent=2, default=str))
+        else:
+            console.print(stats_table(stats))
+
+
+@workload_app.command("sample")
+def workload_sample(
+    path: Annotated[Path, typer.Argument(help="Workload JSONL.")],
+    n: Annotated[int, typer.Option("--n", help="Requests in the sample.")],
+    out: Annotated[Path, typer.Option(help="Where the sample is written.")],
+    seed: Annotated[int, typer.Option(help="Same seed, same sample.")] = 0,
+) -> None:
+    """A smaller replay set with the file's length distribution and arrival pattern."""
+    from tuner.workload import write_workload
+    from tuner.workload.sample import sample_workload
+
+    with user_errors():
+        loaded = load_workload(path)
+        count = write_workload(out, sample_workload(loaded, n, seed))
+        console.print(f"{out}: {count} of {len(loaded)} requests", highlight=False)
+
+
+@workload_app.command("split")
+def workload_split(
+    path: Annotated[Path, typer.Argument(help="Workload JSONL with mixed traffic.")],
+    out: Annotated[Path, typer.Option(help="Folder for one TYPE.jsonl per workload type.")],
+) -> None:
+    """Split mixed traffic into code, chat, summarization, math, translation, rag and other."""
+    from tuner.workload import write_workload
+    from tuner.workload.classify import split_workload
+
+    with user_errors():
+        for workload_type, requests in split_workload(load_workload(path)).items():
+            target = out / f"{workload_type}.jsonl"
+            console.print(f"{target}: {write_workload(target, requests)} requests", highlight=False)
+
+
 @db_app.command("upgrade")
 def db_upgrade(db: Annotated[Optional[str], typer.Option(help="Results database URL.")] = None) -> None:
     """Create the results schema, or bring it up to date."""

@@ -1,4 +1,8 @@
-"""Workloads: the captured traffic that a measurement replays."""
+"""Workloads: the captured traffic that a measurement replays.
+
+Also here: ``capture`` (the recording proxy), ``importers``, ``stats``, ``sample`` and
+``classify`` (``tuner workload split``); import those modules directly.
+"""
 
 from tuner.workload.loader import load_workload
 from tuner.workload.model import Request, Workload

@@ -34,6 +34,7 @@ from typing import Any
 from tuner.errors import UsageError, WorkloadError
 from tuner.workload.loader import MAX_PROBLEMS, _is_int, _is_number
 from tuner.workload.model import Request
+from tuner.workload.tokens import load_tokenizer
 from tuner.workload.writer import write_workload
 
 FORMATS = ("sharegpt", "spec-bench", "vllm-custom", "openai-batch")
@@ -288,19 +289,7 @@ def _output_counter(tokenizer: str | None) -> Callable[[str], int]:
     """Output tokens of a reply: counted by a local tokenizer, else about 4 characters each."""
     if tokenizer is None:
         return lambda reply: max(1, round(len(reply) / 4))
-    if not Path(tokenizer).is_dir():
-        raise UsageError(f"--tokenizer {tokenizer}: not a folder; pass the local folder of a "
-                         "tokenizer (nothing is downloaded)")
-    try:
-        from transformers import AutoTokenizer
-    except ImportError:
-        raise UsageError("--tokenizer needs the transformers package (vLLM installs it); "
-                         "leave --tokenizer out to estimate 4 characters per token") from None
-    try:
-        counter = AutoTokenizer.from_pretrained(tokenizer, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise UsageError(
-            f"--tokenizer {tokenizer}: cannot load a tokenizer from it ({exc})") from None
+    counter = load_tokenizer(tokenizer)
     return lambda reply: max(1, len(counter(reply, add_special_tokens=False)["input_ids"]))
 
 

@@ -1,0 +1,197 @@
+"""What a workload file holds: request mix, prompt and output lengths, and arrival pattern.
+
+Prompt lengths are in tokens when a tokenizer is given (what the server sees), else in
+characters (no model needed): the ``prompt``, or the contents of all messages together. The
+mean arrival rate is (requests - 1) / span, one over the mean gap. Both are the definitions
+of workloads/README.md. Percentiles use numpy's default linear interpolation.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from rich.table import Table
+
+from tuner.workload.model import Request, Workload
+from tuner.workload.tokens import load_tokenizer
+
+RATE_BUCKETS = 10  # enough to see a ramp or a burst, few enough to read in one row
+
+
+@dataclass(frozen=True)
+class Distribution:
+    count: int
+    min: float
+    p50: float
+    p90: float
+    p99: float
+    max: float
+    mean: float
+
+
+@dataclass(frozen=True)
+class ArrivalStats:
+    span_s: float  # last arrival minus first
+    rate_per_s: float | None  # (requests - 1) / span; None when every request arrives at once
+    bucket_s: float  # width of each rate bucket
+    bucket_rates: tuple[float, ...]  # arrivals / width of RATE_BUCKETS equal slices of the span
+    gap_cv: float | None  # std / mean of the gaps: 1 for Poisson, > 1 bursty, < 1 paced
+
+
+@dataclass(frozen=True)
+class WorkloadStats:
+    path: str
+    type: str
+    requests: int
+    chat: int  # requests with messages; the rest use prompt
+    types: dict[str, int]  # per-line `type` field, for the lines that have one
+    prompt_unit: str  # "tokens" or "chars"
+    prompt: Distribution
+    output: Distribution | None  # from output_tokens; None when no line gives it
+    output_tokens_given: int
+    only_max_tokens: int  # lines with max_tokens but no output_tokens
+    no_output_length: int  # lines with neither
+    arrivals: ArrivalStats | None  # None unless every line has arrival_s
+    missing_arrivals: int  # lines without arrival_s
+
+    @property
+    def completion(self) -> int:
+        return self.requests - self.chat
+
+    @property
+    def chat_share(self) -> float:
+        return self.chat / self.requests
+
+
+def distribution(values: Sequence[float]) -> Distribution:
+    array = np.asarray(values, dtype=float)
+    p50, p90, p99 = np.percentile(array, [50, 90, 99])
+    return Distribution(count=len(array), min=float(array.min()), p50=float(p50), p90=float(p90),
+                        p99=float(p99), max=float(array.max()), mean=float(array.mean()))
+
+
+def prompt_text(request: Request) -> str:
+    """The prompt, or a chat's message contents joined by newlines (what a tokenizer without
+    a chat template reads)."""
+    if request.messages is None:
+        return request.prompt or ""
+    return "\n".join(m["content"] for m in request.messages)
+
+
+def char_lengths(requests: Sequence[Request]) -> list[int]:
+    """Characters of the prompt, or of all message contents together."""
+    return [len(r.prompt or "") if r.messages is None
+            else sum(len(m["content"]) for m in r.messages) for r in requests]
+
+
+def token_counter(tokenizer: str) -> Callable[[Request], int]:
+    """Counts prompt tokens as the server would: chats through the chat template with the
+    generation prompt (vLLM's default) when the tokenizer has one."""
+    tok = load_tokenizer(tokenizer)
+
+    def count(request: Request) -> int:
+        if request.messages is not None and getattr(tok, "chat_template", None):
+            ids = tok.apply_chat_template(list(request.messages), tokenize=True,
+                                          add_generation_prompt=True, return_dict=False)
+            return len(ids)
+        return len(tok(prompt_text(request))["input_ids"])
+
+    return count
+
+
+def arrival_stats(arrivals: Sequence[float], buckets: int = RATE_BUCKETS) -> ArrivalStats:
+    times = np.asarray(arrivals, dtype=float)
+    span = float(times[-1] - times[0])
+    gaps = np.diff(times)
+    gap_cv = float(gaps.std() / gaps.mean()) if len(gaps) > 1 and gaps.mean() > 0 else None
+    if span <= 0:
+        return ArrivalStats(span_s=0.0, rate_per_s=None, bucket_s=0.0, bucket_rates=(),
+                            gap_cv=gap_cv)
+    counts, _ = np.histogram(times, bins=buckets, range=(times[0], times[-1]))
+    width = span / buckets
+    return ArrivalStats(span_s=span, rate_per_s=(len(times) - 1) / span, bucket_s=width,
+                        bucket_rates=tuple(float(c / width) for c in counts), gap_cv=gap_cv)
+
+
+def workload_stats(workload: Workload, tokenizer: str | None = None) -> WorkloadStats:
+    """Figures of ``workload``; ``tokenizer`` is a local path for AutoTokenizer, or None
+    to measure prompts in characters."""
+    requests = workload.requests
+    if tokenizer is not None:
+        count = token_counter(tokenizer)
+        prompt_lengths, unit = [count(r) for r in requests], "tokens"
+    else:
+        prompt_lengths, unit = char_lengths(requests), "chars"
+    outputs = [r.output_tokens for r in requests if r.output_tokens is not None]
+    arrivals = [r.arrival_s for r in requests if r.arrival_s is not None]
+    return WorkloadStats(
+        path=str(workload.path),
+        type=workload.type,
+        requests=len(requests),
+        chat=sum(r.is_chat for r in requests),
+        types=dict(Counter(r.type for r in requests if r.type is not None)),
+        prompt_unit=unit,
+        prompt=distribution(prompt_lengths),
+        output=distribution(outputs) if outputs else None,
+        output_tokens_given=len(outputs),
+        only_max_tokens=sum(r.output_tokens is None and r.max_tokens is not None for r in requests),
+        no_output_length=sum(r.output_tokens is None and r.max_tokens is None for r in requests),
+        arrivals=arrival_stats(arrivals) if len(arrivals) == len(requests) else None,
+        missing_arrivals=len(requests) - len(arrivals),
+    )
+
+
+def stats_dict(stats: WorkloadStats) -> dict[str, Any]:
+    """Plain JSON-ready figures (for ``--json``); the dataclass fields plus the derived shares."""
+    result = asdict(stats)
+    result["completion"] = stats.completion
+    result["chat_share"] = stats.chat_share
+    return result
+
+
+def _num(value: float) -> str:
+    return f"{value:.1f}".removesuffix(".0")
+
+
+def _dist(d: Distribution) -> str:
+    return (f"min {_num(d.min)}  p50 {_num(d.p50)}  p90 {_num(d.p90)}  p99 {_num(d.p99)}  "
+            f"max {_num(d.max)}  mean {d.mean:.1f}")
+
+
+def stats_table(stats: WorkloadStats) -> Table:
+    table = Table(title=f"{stats.path} | {stats.type} ({stats.requests} requests)",
+                  title_justify="left")
+    table.add_column("figure")
+    table.add_column("value")
+    table.add_row("chat / completion", f"{stats.chat} / {stats.completion} "
+                                       f"({stats.chat_share:.0%} chat)")
+    if stats.types:
+        types = ", ".join(f"{k} {v}" for k, v in sorted(stats.types.items()))
+        table.add_row("per-line type", types)
+    table.add_row(f"prompt length ({stats.prompt_unit})", _dist(stats.prompt))
+    if stats.output is not None:
+        table.add_row(f"output tokens ({stats.output_tokens_given} lines)", _dist(stats.output))
+    else:
+        table.add_row("output tokens", "no line gives output_tokens")
+    if stats.only_max_tokens or stats.no_output_length:
+        table.add_row("without output_tokens", f"{stats.only_max_tokens} give only max_tokens, "
+                                               f"{stats.no_output_length} neither")
+    a = stats.arrivals
+    if a is None:
+        table.add_row("arrivals", f"missing on {stats.missing_arrivals} of {stats.requests} lines; "
+                                  "--load trace needs them on every line")
+        return table
+    table.add_row("arrival span", f"{a.span_s:.2f} s")
+    table.add_row("mean rate", "-" if a.rate_per_s is None else f"{a.rate_per_s:.2f} requests/s")
+    if a.bucket_rates:
+        rates = " ".join(f"{r:.2f}" for r in a.bucket_rates)
+        table.add_row(f"requests/s per {a.bucket_s:.2f} s bucket", rates)
+    if a.gap_cv is not None:
+        # a band around 1, since a few dozen Poisson gaps rarely give exactly 1
+        shape = "bursty" if a.gap_cv > 1.2 else "paced" if a.gap_cv < 0.8 else "Poisson-like"
+        table.add_row("gap CV", f"{a.gap_cv:.2f} ({shape}; 1 = Poisson, > 1 bursty)")
+    return table
