@@ -19,6 +19,13 @@ The guided search here is the same ``GuidedSearch.propose`` that ``tuner optimiz
 
   python benchmarks/search_efficiency.py measure
   python benchmarks/search_efficiency.py simulate --runs 200
+
+The machine must be otherwise idle while it measures: on 2 cores a test run beside it moves a
+replay's tokens/s by up to 20 %. Configs measured while something else ran can be measured
+again and swapped in (the table lists them under "measured_again"):
+
+  python benchmarks/search_efficiency.py measure --db sqlite:///benchmarks/data/grid-again.db --trials 14
+  python benchmarks/search_efficiency.py measure --export-only --replace-from sqlite:///benchmarks/data/grid-again.db
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "benchmarks" / "data" / "search_grid.json"
 MODELS = ROOT / ".models"
 WITHIN = 0.02  # "reaches the grid's answer": within 2 % of its best
+LOOSE = 0.05  # also printed: within 5 %, for tables whose noise is larger than 2 %
 
 
 WORKLOAD_COPIES = 4
@@ -69,24 +77,25 @@ def long_workload(copies: int = WORKLOAD_COPIES) -> Path:
     return out
 
 
-def grid_command(db: str, workload: Path) -> list[str]:
-    """ngram and draft_model with two drafts of different quality, k = 1..10: 31 configs."""
+def grid_command(db: str, workload: Path, trials: int = 31) -> list[str]:
+    """ngram and draft_model with two drafts of different quality, k = 1..10: 31 configs
+    (``trials`` < 31: the first configs in grid order, to measure part of it again)."""
     return [sys.executable, "-m", "tuner.cli", "optimize", "--strategy", "grid",
             "--workload", str(workload), "--type", "code", "--model", str(MODELS / "target"),
             "--method", "ngram", "--method", "draft_model",
             "--draft", f"draft_model={MODELS / 'draft'}", "--draft", f"draft_model={MODELS / 'draft-weak'}",
-            "--k", "1-10", "--trials", "31", "--repeats", "3", "--warmup", "8", "--concurrency", "2",
+            "--k", "1-10", "--trials", str(trials), "--repeats", "3", "--warmup", "8", "--concurrency", "2",
             "--db", db, "--server-arg=--enforce-eager", "--server-arg=--max-model-len=1024"]
 
 
 def measure(args: argparse.Namespace) -> None:
     if not args.export_only:
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-        subprocess.run(grid_command(args.db, long_workload()), check=True, env=env)
-    export(args.db, args.table)
+        subprocess.run(grid_command(args.db, long_workload(), args.trials), check=True, env=env)
+    export(args.db, args.table, args.replace_from)
 
 
-def export(db: str, table: Path) -> None:
+def measured_configs(db: str) -> tuple[str, list[dict]]:
     from tuner.store import ResultStore, open_database, upgrade
 
     upgrade(db)  # a grid measured by an older tuner is brought up to date first
@@ -94,12 +103,31 @@ def export(db: str, table: Path) -> None:
     rows = [r for r in store.trials() if r.status == "complete"]
     name = rows[0].study_name
     runs = store.run_tokens_per_s(name)
-    configs = [{"label": r.label, "config": r.config, "runs": runs[(r.optuna_trial_number, r.load)],
-                "per_position": r.per_position, "tpot_p99_s": r.tpot_p99_s} for r in rows]
+    return name, [{"label": r.label, "config": r.config, "runs": runs[(r.optuna_trial_number, r.load)],
+                   "per_position": r.per_position, "tpot_p99_s": r.tpot_p99_s,
+                   "vllm_version": r.vllm_version, "load": r.load} for r in rows]
+
+
+def export(db: str, table: Path, replace_from: list[str] | None = None) -> None:
+    """Write the table; configs measured again in ``replace_from`` databases (a grid study
+    over part of the space, same command otherwise) take their runs from there."""
+    from tuner.store import ResultStore, open_database
+
+    name, configs = measured_configs(db)
+    replaced = []
+    for other in replace_from or []:
+        _, again = measured_configs(other)
+        by_config = {json.dumps(c["config"], sort_keys=True): c for c in again}
+        for i, config in enumerate(configs):
+            if (found := by_config.get(json.dumps(config["config"], sort_keys=True))) is not None:
+                configs[i] = found
+                replaced.append(found["label"])
+    rows = configs
+    store = ResultStore(open_database(db))
     record = {"study": name, "host": platform.node(), "cpus": os.cpu_count(),
-              "vllm_version": rows[0].vllm_version, "load": rows[0].load,
+              "vllm_version": rows[0]["vllm_version"], "load": rows[0]["load"],
               "command": " ".join(grid_command("DB", long_workload())[1:]), "space": store.study_runs(name)[0]["space"],
-              "configs": configs}
+              "measured_again": replaced, "configs": configs}
     table.parent.mkdir(parents=True, exist_ok=True)
     table.write_text(json.dumps(record, indent=1) + "\n")
     print(f"{len(configs)} configs written to {table}")
@@ -196,7 +224,7 @@ def simulate(args: argparse.Namespace) -> None:
     best_key = max(truth, key=truth.get)
     best = truth[best_key]
     near = [table.labels[k] for k in truth if truth[k] >= best * (1 - WITHIN)]
-    print(f"table: {args.table.relative_to(ROOT)} ({grid_size} configs, {record['load']}, measured on "
+    print(f"table: {args.table} ({grid_size} configs, {record['load']}, measured on "
           f"{record['host']} with {record['cpus']} CPUs, vLLM {record['vllm_version']})")
     print(f"grid's best: {table.labels[best_key]} at {best:.1f} tok/s (median of its replays); "
           f"within {WITHIN:.0%} of it: {', '.join(near)}")
@@ -205,15 +233,17 @@ def simulate(args: argparse.Namespace) -> None:
 
     def evaluate(name: str, budget: int) -> tuple[float, float, float, float]:
         rng = random.Random(args.seed)
-        restarts, hits, regrets = [], 0, []
+        restarts, hits, loose, regrets = [], 0, 0, []
         for _ in range(args.runs):
             values = STRATEGIES[name](table, rng, budget)
             chosen = max(values, key=values.get)
             regret = 1 - truth[chosen] / best
             restarts.append(len(values))
             hits += regret <= WITHIN
+            loose += regret <= LOOSE
             regrets.append(regret)
-        return statistics.mean(restarts), max(restarts), hits / args.runs, statistics.mean(regrets)
+        return (statistics.mean(restarts), max(restarts), hits / args.runs, loose / args.runs,
+                statistics.mean(regrets))
 
     results = {"guided": evaluate("guided", grid_size)}
     guided_budget = round(results["guided"][1])  # random and TPE get as many restarts as guided's worst
@@ -224,10 +254,11 @@ def simulate(args: argparse.Namespace) -> None:
         if quarter != guided_budget:
             results[f"{name} (budget {quarter})"] = evaluate(name, quarter)
     print(f"\n{args.runs} simulated studies per strategy, seed {args.seed}")
-    print(f"{'strategy':<22} {'restarts mean':>13} {'max':>5} {'of grid':>8} {'within 2%':>10} {'mean regret':>12}")
-    for name, (mean_restarts, max_restarts, hit_rate, regret) in results.items():
+    print(f"{'strategy':<22} {'restarts mean':>13} {'max':>5} {'of grid':>8} {'within 2%':>10} "
+          f"{'within 5%':>10} {'mean regret':>12}")
+    for name, (mean_restarts, max_restarts, hit_rate, loose_rate, regret) in results.items():
         print(f"{name:<22} {mean_restarts:>13.1f} {max_restarts:>5d} {mean_restarts / grid_size:>8.0%} "
-              f"{hit_rate:>10.0%} {regret:>12.2%}")
+              f"{hit_rate:>10.0%} {loose_rate:>10.0%} {regret:>12.2%}")
     g = results["guided"]
     met = g[2] >= 0.9 and g[0] <= grid_size / 4
     print(f"\ntarget (within 2% in >= 90% of runs, <= a quarter of the grid's {grid_size} restarts): "
@@ -241,6 +272,9 @@ def main() -> None:
     m.add_argument("--db", default=f"sqlite:///{ROOT / 'benchmarks' / 'data' / 'grid.db'}")
     m.add_argument("--table", type=Path, default=TABLE)
     m.add_argument("--export-only", action="store_true", help="only export an already measured --db")
+    m.add_argument("--trials", type=int, default=31, help="measure only the first N configs of the grid")
+    m.add_argument("--replace-from", action="append", metavar="DB",
+                   help="a database with some configs measured again (their runs replace --db's)")
     s = sub.add_parser("simulate", help="run the strategies against the stored table")
     s.add_argument("--table", type=Path, default=TABLE)
     s.add_argument("--runs", type=int, default=200)

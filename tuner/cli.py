@@ -293,7 +293,7 @@ def capture(
             summary = run_capture(settings, on_ready=ready, on_record=recorded)
         skipped = ", ".join(f"{n} {reason}" for reason, n in summary.skipped.items()) or "none"
         err_console.print(f"stopped ({summary.stopped_by}): {summary.recorded} requests recorded to {out}, "
-                          f"{summary.proxied} proxied; not recorded: {skipped}", highlight=False)
+                          f"{summary.proxied} proxied; not recorded: {skipped}", highlight=False, soft_wrap=True)
 
 
 @workload_app.command("import")

@@ -210,17 +210,56 @@ class Recorder:
                        type=self.settings.workload_type)
 
 
-def _sse_usage(event: bytes) -> tuple[dict[str, Any] | None, bool]:
-    """(usage, is a usage-only event) of one server-sent event."""
+def _sse_chunk(event: bytes) -> dict[str, Any] | None:
+    """The JSON object of one server-sent event, or None ([DONE], comments, not JSON)."""
     for line in event.splitlines():
         if line.startswith(b"data:") and line[5:].strip() not in (b"", b"[DONE]"):
             try:
                 chunk = json.loads(line[5:])
             except json.JSONDecodeError:
-                return None, False
-            usage = chunk.get("usage") if isinstance(chunk, dict) else None
-            return usage, bool(usage) and not chunk.get("choices")
-    return None, False
+                return None
+            return chunk if isinstance(chunk, dict) else None
+    return None
+
+
+class UsageReader:
+    """Reads the usage report out of a stream and, when the client did not ask for it, removes
+    it. vLLM then puts the response's ``system_fingerprint`` on the last choice event instead
+    of the usage event, so events that finish a choice are held until the usage event comes
+    (it follows at once) and get the fingerprint: the client sees what vLLM would have sent."""
+
+    def __init__(self, client_wants_usage: bool):
+        self.client_wants_usage = client_wants_usage
+        self.usage: dict[str, Any] | None = None
+        self.held: list[bytes] = []
+
+    def feed(self, event: bytes) -> list[bytes]:
+        """Events to forward now, each ending with a blank line."""
+        chunk = _sse_chunk(event)
+        if chunk is not None and chunk.get("usage"):
+            self.usage = chunk["usage"]
+        if self.client_wants_usage:
+            return [event + b"\n\n"]
+        if chunk is not None and chunk.get("usage") and not chunk.get("choices"):
+            fingerprint = chunk.get("system_fingerprint")
+            return self._release(fingerprint)
+        if chunk is not None and any(c.get("finish_reason") for c in chunk.get("choices") or ()):
+            self.held.append(event)
+            return []
+        return [*self._release(None), event + b"\n\n"]
+
+    def flush(self) -> list[bytes]:
+        return self._release(None)
+
+    def _release(self, fingerprint: Any) -> list[bytes]:
+        out = []
+        for event in self.held:
+            if fingerprint is not None and (chunk := _sse_chunk(event)) is not None:
+                chunk["system_fingerprint"] = fingerprint
+                event = b"data: " + json.dumps(chunk, ensure_ascii=False, separators=(",", ":")).encode()
+            out.append(event + b"\n\n")
+        self.held = []
+        return out
 
 
 class CaptureProxy:
@@ -264,21 +303,18 @@ class CaptureProxy:
                 response = web.StreamResponse(status=upstream.status, headers=out_headers)
                 await response.prepare(request)
                 pending = b""
+                reader = UsageReader(client_wants_usage)
                 async for data in upstream.content.iter_any():
                     if not admitted:  # nothing to read: pass bytes straight on
                         await response.write(data)
                         continue
                     *events, pending = (pending + data).split(b"\n\n")
-                    forward = []
-                    for event in events:
-                        found, usage_only = _sse_usage(event)
-                        usage = found or usage
-                        if not (usage_only and not client_wants_usage):
-                            forward.append(event + b"\n\n")
+                    forward = [out for event in events for out in reader.feed(event)]
                     if forward:
                         await response.write(b"".join(forward))
-                if pending:
-                    await response.write(pending)
+                usage = reader.usage
+                if tail := b"".join(reader.flush()) + pending:
+                    await response.write(tail)
                 await response.write_eof()
                 complete = True
                 return response
