@@ -74,6 +74,7 @@ def upstream() -> Iterator[str]:
     thread.start()
     time.sleep(0.3)
     yield f"http://127.0.0.1:{port}"
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
     loop.call_soon_threadsafe(loop.stop)
     thread.join(5)
 
