@@ -365,6 +365,23 @@ def workload_split(
             console.print(f"{target}: {write_workload(target, requests)} requests", highlight=False)
 
 
+@app.command()
+def dashboard(
+    host: Annotated[str, typer.Option(help="Address to bind; the default is only reachable from this machine.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    db: DbOpt = None,
+) -> None:
+    """Web dashboard of the best configurations per model and workload type (read-only)."""
+    import uvicorn
+
+    from tuner.web import create_app
+
+    with user_errors():
+        web_app = create_app(db)
+        err_console.print(f"dashboard on http://{host}:{port} (Ctrl-C to stop)", highlight=False)
+        uvicorn.run(web_app, host=host, port=port, log_level="warning")
+
+
 @db_app.command("upgrade")
 def db_upgrade(db: Annotated[Optional[str], typer.Option(help="Results database URL.")] = None) -> None:
     """Create the results schema, or bring it up to date."""

@@ -45,6 +45,35 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+def _query_only(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA query_only=ON")  # SQLite itself refuses any write on this connection
+    cursor.close()
+
+
+def open_read_only(url: str | None = None) -> Engine:
+    """An engine that can only read (the dashboard): nothing is created or upgraded, and the
+    database refuses writes, so a running study is never blocked by a lock of ours."""
+    url = database_url(url)
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        raise UsageError(f"no results database at {url}; run `tuner optimize --db {url}` first "
+                         "or pass --db")
+    engine = make_engine(url)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _query_only)
+    elif engine.dialect.name == "postgresql":
+        engine = engine.execution_options(postgresql_readonly=True)
+    try:
+        revision = current_revision(engine)
+    except SQLAlchemyError as exc:
+        raise UsageError(f"cannot open the database {url} ({exc.__class__.__name__}); "
+                         "check the URL") from None
+    if revision != head_revision():
+        raise UsageError(f"the database {url} has schema revision {revision}, this tuner needs "
+                         f"{head_revision()}; run `tuner db upgrade --db {url}` first")
+    return engine
+
+
 def optuna_storage(url: str):
     """Optuna's RDB storage on the same database; SQLite waits for locks like our own engine."""
     import optuna

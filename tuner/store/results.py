@@ -231,6 +231,21 @@ class ResultStore:
                      "pareto_front": r.pareto_front, "schedule": r.schedule, "load": r.load, "space": r.space,
                      "started_at": r.started_at} for r in runs]
 
+    def studies(self) -> list[dict[str, Any]]:
+        """Every study, newest first: its name, model, workload type, load and latest run."""
+        query = (select(StudyRun).options(selectinload(StudyRun.model), selectinload(StudyRun.workload))
+                 .order_by(StudyRun.id))
+        latest: dict[str, dict[str, Any]] = {}
+        with Session(self.engine) as session:
+            for run in session.scalars(query):
+                first = latest.get(run.study_name, {}).get("started_at", run.started_at)
+                latest[run.study_name] = {
+                    "name": run.study_name, "model": run.model.name, "workload_type": run.workload.type,
+                    "load": run.load, "status": run.status, "strategy": run.strategy,
+                    "started_at": first, "last_run_at": run.started_at, "finished_at": run.finished_at,
+                    "vllm_version": run.vllm_version, "host": run.host, "gpu_name": run.gpu_name}
+        return sorted(latest.values(), key=lambda s: s["last_run_at"], reverse=True)
+
     @classmethod
     def _rows(cls, t: TrialRecord) -> list[TrialRow]:
         """One row per load the trial was measured at; one row without figures if none."""

@@ -1,0 +1,213 @@
+"""What each dashboard page shows, built from the store's reads and the search's answers.
+
+The same dicts are rendered by the templates and returned by the JSON API, so the pages and
+``/api/`` can not disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tuner.errors import TunerError, UsageError
+from tuner.report import answer_dict
+from tuner.search.answer import Answer, best_per_model_workload, choose, trial_k
+from tuner.search.slo import parse_slo
+from tuner.store import ResultStore, TrialRow
+from tuner.web.charts import Point, Rule, Series, xy_chart
+
+LOG_TAIL_LINES = 60
+
+
+def _time(value: datetime | None) -> str | None:
+    return value.isoformat(timespec="seconds") if value else None
+
+
+def speedup_error(answer: Answer) -> float | None:
+    """One standard error of the speedup, from both trials' scaled MADs; None without repeats."""
+    shown = answer.winner if not answer.keep_speculation_off else answer.best
+    base = answer.baseline
+    if shown is None or answer.speedup is None or shown.repeats < 2 or base.repeats < 2:
+        return None
+    rel = math.hypot((shown.tokens_per_s_mad or 0) / shown.tokens_per_s,
+                     (base.tokens_per_s_mad or 0) / base.tokens_per_s)
+    return answer.speedup * rel
+
+
+def _finished(trials: Sequence[TrialRow]) -> datetime | None:
+    times = [t.finished_at for t in trials if t.finished_at]
+    return max(times) if times else None
+
+
+def study_answers(trials: Sequence[TrialRow]) -> list[tuple[Answer, datetime | None]]:
+    """Each (study, load)'s answer with when its last trial ended, oldest first."""
+    groups: dict[tuple[str, str], list[TrialRow]] = {}
+    for t in trials:
+        groups.setdefault((t.study_name, t.load), []).append(t)
+    answers = []
+    for group in groups.values():
+        try:
+            answers.append((choose(group), _finished(group)))
+        except TunerError:
+            continue  # no completed baseline yet
+    return sorted(answers, key=lambda a: a[1] or datetime.min.replace(tzinfo=None).astimezone())
+
+
+def answer_view(answer: Answer, history: list[tuple[Answer, datetime | None]]) -> dict[str, Any]:
+    view = answer_dict(answer)
+    view["speedup_error"] = speedup_error(answer)
+    view["winner_label"] = "speculation off" if answer.keep_speculation_off else answer.winner.label
+    view["last_tuned"] = _time(history[-1][1]) if history else None
+    # Did the newest study name another winner than the one before it (a nightly re-tune)?
+    if len(history) >= 2:
+        newest, previous = history[-1][0], history[-2][0]
+        view["changed_by_last_run"] = newest.winner.config != previous.winner.config
+    else:
+        view["changed_by_last_run"] = None
+    return view
+
+
+def overview(store: ResultStore) -> dict[str, Any]:
+    trials = store.trials()
+    cells = []
+    for answer in best_per_model_workload(trials):
+        mine = [t for t in trials if t.model == answer.model and t.workload_type == answer.workload_type]
+        cells.append(answer_view(answer, study_answers(mine)))
+    return {"models": sorted({c["model"] for c in cells}),
+            "workload_types": sorted({c["workload_type"] for c in cells}),
+            "cells": cells}
+
+
+def _drafter(t: TrialRow) -> str:
+    """The series a trial belongs to: its method and draft, without k."""
+    if t.config is None:
+        return "baseline"
+    name = t.config.get("method", "?")
+    if t.config.get("model"):
+        name += " " + Path(str(t.config["model"])).name
+    return name
+
+
+def model_page(store: ResultStore, model: str, workload_type: str) -> dict[str, Any]:
+    trials = store.trials(model=model, workload_type=workload_type)
+    if not trials:
+        raise UsageError(f"no study of model {model!r} on workload type {workload_type!r}")
+    history = study_answers(trials)
+    best = max((a for a, _ in history), key=lambda a: a.speedup or 0, default=None)
+    if best is None:
+        raise UsageError(f"no study of {model!r} on {workload_type!r} has a completed baseline yet")
+    view = answer_view(best, history)
+    study_trials = [t for t in trials if t.study_name == best.study_name and t.load == best.load]
+    runs = store.study_runs(best.study_name)
+    slos = [parse_slo(text) for text in (runs[-1]["slos"] or [])] if runs else []
+    view["charts"] = {
+        "tokens_per_k": tokens_per_k_chart(study_trials, best),
+        "acceptance": acceptance_chart(study_trials),
+        "pareto": pareto_chart(study_trials, slos),
+        "history": history_chart(history),
+    }
+    view["schedule"] = runs[-1]["schedule"] if runs else None
+    view["history"] = [{"study": a.study_name, "load": a.load, "finished": _time(when),
+                        "winner": "speculation off" if a.keep_speculation_off else a.winner.label,
+                        "speedup": a.speedup} for a, when in history]
+    view["studies"] = sorted({t.study_name for t in trials})
+    return view
+
+
+def tokens_per_k_chart(trials: Sequence[TrialRow], answer: Answer) -> str:
+    series: dict[str, list[Point]] = {}
+    for t in trials:
+        if t.status != "complete" or t.config is None or t.tokens_per_s is None or t.kind != "study":
+            continue
+        err = t.tokens_per_s_mad if t.repeats > 1 else 0.0
+        series.setdefault(_drafter(t), []).append(
+            Point(trial_k(t), t.tokens_per_s, err or 0.0, f"{t.label}: {t.tokens_per_s:.1f} tok/s"))
+    rules = [Rule(f"baseline {answer.baseline.tokens_per_s:.0f}", answer.baseline.tokens_per_s)]
+    return xy_chart("chart-tokens-per-k", [Series(n, p) for n, p in series.items()],
+                    "k (num_speculative_tokens)", "output tokens/s", rules)
+
+
+def acceptance_chart(trials: Sequence[TrialRow], top: int = 4) -> str:
+    """Per-position acceptance of the fastest speculative configs."""
+    done = [t for t in trials if t.status == "complete" and t.per_position and t.tokens_per_s]
+    done.sort(key=lambda t: t.tokens_per_s or 0, reverse=True)
+    series = [Series(t.label, [Point(i + 1, p, 0.0, f"{t.label}, position {i + 1}: {p:.3f}")
+                               for i, p in enumerate(t.per_position or [])]) for t in done[:top]]
+    return xy_chart("chart-acceptance", series, "draft position", "acceptance rate", y_from_zero=True)
+
+
+def pareto_chart(trials: Sequence[TrialRow], slos: Sequence[Any]) -> str:
+    from tuner.search.slo import pareto_front
+
+    done = [t for t in trials if t.status == "complete" and t.tokens_per_s and t.tpot_p99_s
+            and t.kind == "study"]
+    front = {id(t) for t in pareto_front(done)}
+    on = [Point(t.tokens_per_s, t.tpot_p99_s * 1000, 0.0, t.label) for t in done if id(t) in front]
+    off = [Point(t.tokens_per_s, t.tpot_p99_s * 1000, 0.0, t.label) for t in done if id(t) not in front]
+    rules = [Rule(slo.text, slo.limit_s * 1000) for slo in slos if slo.metric == "tpot_p99"]
+    return xy_chart("chart-pareto", [Series("Pareto front", on), Series("other configs", off, line=False)],
+                    "output tokens/s", "TPOT p99 (ms)", rules)
+
+
+def history_chart(history: Sequence[tuple[Answer, datetime | None]]) -> str:
+    points = [Point(i + 1, a.speedup or 1.0, 0.0,
+                    f"{_time(when)}: {'speculation off' if a.keep_speculation_off else a.winner.label}")
+              for i, (a, when) in enumerate(history)]
+    return xy_chart("chart-history", [Series("best speedup", points)], "study (oldest first)",
+                    "speedup over baseline", [Rule("1x", 1.0)])
+
+
+def studies(store: ResultStore) -> list[dict[str, Any]]:
+    return [{**s, "started_at": _time(s["started_at"]), "last_run_at": _time(s["last_run_at"]),
+             "finished_at": _time(s["finished_at"])} for s in store.studies()]
+
+
+def trial_view(t: TrialRow) -> dict[str, Any]:
+    error = None
+    if t.predicted_tokens_per_s and t.tokens_per_s:
+        error = t.tokens_per_s / t.predicted_tokens_per_s - 1
+    return {"number": t.optuna_trial_number, "label": t.label, "status": t.status, "kind": t.kind,
+            "load": t.load, "config": t.config, "failure_cause": t.failure_cause,
+            "tokens_per_s": t.tokens_per_s, "tokens_per_s_mad": t.tokens_per_s_mad, "repeats": t.repeats,
+            "acceptance_rate": t.acceptance_rate, "mean_acceptance_length": t.mean_acceptance_length,
+            "per_position": t.per_position, "ttft_p50_s": t.ttft_p50_s, "ttft_p99_s": t.ttft_p99_s,
+            "tpot_p50_s": t.tpot_p50_s, "tpot_p99_s": t.tpot_p99_s, "e2e_p99_s": t.e2e_p99_s,
+            "failed_requests": t.failed_requests, "predicted_tokens_per_s": t.predicted_tokens_per_s,
+            "predicted_sigma": t.predicted_sigma, "prediction_error": error,
+            "proposal_reason": t.proposal_reason, "finished_at": _time(t.finished_at),
+            "server_log_path": t.server_log_path, "vllm_version": t.vllm_version}
+
+
+def study_page(store: ResultStore, name: str) -> dict[str, Any]:
+    trials = store.trials(study_name=name)
+    if not trials:
+        raise UsageError(f"no study named {name!r}")
+    runs = store.study_runs(name)
+    return {"name": name, "model": trials[0].model, "workload_type": trials[0].workload_type,
+            "runs": [{**r, "started_at": _time(r["started_at"])} for r in runs],
+            "trials": [trial_view(t) for t in trials]}
+
+
+def log_tail(path: str | None, lines: int = LOG_TAIL_LINES) -> str:
+    if not path:
+        return "(no server log was recorded for this trial)"
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError as exc:
+        return f"(the server log {path} cannot be read here: {exc.strerror})"
+
+
+def trial_page(store: ResultStore, study: str, number: int) -> dict[str, Any]:
+    rows = [t for t in store.trials(study_name=study) if t.optuna_trial_number == number]
+    if not rows:
+        raise UsageError(f"study {study!r} has no trial {number}")
+    first = rows[0]
+    return {"study": study, "model": first.model, "workload_type": first.workload_type,
+            "number": number, "label": first.label,
+            "config_json": json.dumps(first.config, indent=2, sort_keys=True) if first.config else "null (baseline)",
+            "loads": [trial_view(t) for t in rows], "log_tail": log_tail(first.server_log_path)}
