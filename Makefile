@@ -17,7 +17,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 DEMO_SERVER_ARGS := --server-arg=--max-model-len=1024 --server-arg=--enforce-eager
 
-.PHONY: install models demo test unit clean
+.PHONY: install models browser demo test unit clean
 
 install: $(VENV)/.installed
 
@@ -34,6 +34,16 @@ endif
 models: install
 	$(BIN)/python scripts/make_tiny_models.py --out $(MODELS)
 
+# The browser tests (tests/browser) drive Debian's Chromium through Playwright; Playwright's own
+# browser download is not used.
+browser:
+	@if [ -x /usr/bin/chromium ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+		echo "browser: /usr/bin/chromium is missing: install Debian's chromium package (apt-get install chromium) as root" >&2; \
+		exit 1; \
+	fi; \
+	apt-get update -qq && apt-get install -y -qq chromium
+
 # A fresh study each time: baseline, ngram and draft_model at k = 2 and 4 (5 server starts).
 demo: models
 	mkdir -p .tuner && rm -f .tuner/demo.db .tuner/demo.db-wal .tuner/demo.db-shm
@@ -41,7 +51,7 @@ demo: models
 		--method ngram --method draft_model --draft $(MODELS)/draft --k 1-6 \
 		--concurrency 2 --db sqlite:///.tuner/demo.db $(DEMO_SERVER_ARGS)
 
-test: models
+test: models browser
 	$(BIN)/python -m pytest -v -rs
 
 unit: install

@@ -86,7 +86,10 @@ def xy_chart(chart_id: str, series: Sequence[Series], x_label: str, y_label: str
     for t in _ticks(y_lo, y_hi):
         out.append(f'<line class="grid" x1="{LEFT}" x2="{LEFT + plot_w}" y1="{sy(t):.1f}" y2="{sy(t):.1f}"/>'
                    f'<text class="tick" x="{LEFT - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
+    whole_x = all(float(p.x).is_integer() for p in points)  # k, positions, study numbers
     for t in _ticks(x_lo, x_hi):
+        if whole_x and not t.is_integer():
+            continue
         out.append(f'<text class="tick" x="{sx(t):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">{_fmt(t)}</text>')
     out.append(f'<line class="axis" x1="{LEFT}" x2="{LEFT + plot_w}" y1="{TOP + plot_h}" y2="{TOP + plot_h}"/>'
                f'<line class="axis" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + plot_h}"/>'

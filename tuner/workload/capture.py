@@ -293,7 +293,9 @@ class CaptureProxy:
             body = json.dumps(parsed).encode()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _SKIP_REQUEST_HEADERS}
         usage: dict[str, Any] | None = None
-        status, complete = 0, False  # complete: the whole response reached the client
+        # complete: the whole response came from upstream and was handed to the client. The line
+        # is written before the response ends, so a client that saw the end finds it in the file.
+        status, complete = 0, False
         try:
             async with self.session.request(request.method, self.upstream + request.path_qs,
                                             data=body, headers=headers) as upstream:
@@ -305,6 +307,8 @@ class CaptureProxy:
                     if admitted and upstream.status == 200:
                         usage = (_json_object(data) or {}).get("usage")
                     complete = True
+                    if admitted:
+                        admitted = self._finish(admitted, fields or {}, status, usage, complete)
                     return web.Response(status=upstream.status, body=data, headers=out_headers)
                 response = web.StreamResponse(status=upstream.status, headers=out_headers)
                 if request.transport is not None:
@@ -325,26 +329,32 @@ class CaptureProxy:
                 usage = reader.usage
                 if tail := b"".join(reader.flush()) + pending:
                     await response.write(tail)
-                await response.write_eof()
                 complete = True
+                if admitted:
+                    admitted = self._finish(admitted, fields or {}, status, usage, complete)
+                await response.write_eof()
                 return response
         except aiohttp.ClientError as exc:
             return web.Response(status=502, text=f"tuner capture: upstream {self.upstream} failed: {exc}\n")
         finally:
-            if admitted:
+            if admitted:  # not finished above: the response broke off
                 self._finish(admitted, fields or {}, status, usage, complete)
 
     def _finish(self, admitted: tuple[int, float], fields: dict[str, Any], status: int,
                 usage: dict[str, Any] | None, complete: bool) -> None:
+        """Hand the request to the recorder, written or counted as skipped. Returns None, the
+        caller's new ``admitted``, so that a request is finished once."""
         seq, arrival_s = admitted
-        if not complete and status == 200:
-            self.recorder.finish(seq, None, "response cut off (the client went away, the upstream failed or the capture stopped)")
-        elif status != 200:
+        if status != 200:
             self.recorder.finish(seq, None, f"HTTP {status or 'error'} from upstream")
-            return
-        tokens = (usage or {}).get("completion_tokens")
-        output_tokens = tokens if isinstance(tokens, int) and tokens > 0 else None
-        self.recorder.finish(seq, self.recorder.to_request(seq, arrival_s, fields, output_tokens))
+        elif not complete:
+            self.recorder.finish(seq, None, "response cut off (the client went away, the upstream "
+                                            "failed or the capture stopped)")
+        else:
+            tokens = (usage or {}).get("completion_tokens")
+            output_tokens = tokens if isinstance(tokens, int) and tokens > 0 else None
+            self.recorder.finish(seq, self.recorder.to_request(seq, arrival_s, fields, output_tokens))
+        return None
 
 
 def _json_object(data: bytes) -> dict[str, Any] | None:
