@@ -370,14 +370,18 @@ def dashboard(
     host: Annotated[str, typer.Option(help="Address to bind; the default is only reachable from this machine.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
     db: DbOpt = None,
+    token: Annotated[Optional[str], typer.Option(
+        envvar="TUNER_DASHBOARD_TOKEN", show_envvar=True,
+        help="Operator token that allows starting tuning runs (POST /api/runs); without it the "
+             "dashboard only reads.")] = None,
 ) -> None:
-    """Web dashboard of the best configurations per model and workload type (read-only)."""
+    """Web dashboard of the best configurations per model and workload type."""
     import uvicorn
 
     from tuner.web import create_app
 
     with user_errors():
-        web_app = create_app(db)
+        web_app = create_app(db, token)
         err_console.print(f"dashboard on http://{host}:{port} (Ctrl-C to stop)", highlight=False)
         uvicorn.run(web_app, host=host, port=port, log_level="warning")
 

@@ -7,18 +7,22 @@ which escapes its own labels. CSS and JavaScript are files of this package.
 
 from __future__ import annotations
 
+import hmac
 import shutil
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from tuner.errors import UsageError
 from tuner.store import ResultStore, database_url, open_read_only
 from tuner.web import views
+from tuner.web.runs import RunLauncher, RunRequest
 
 HERE = Path(__file__).resolve().parent
 
@@ -29,11 +33,32 @@ def _fmt(value: Any, digits: int = 1, scale: float = 1.0, suffix: str = "") -> s
     return f"{value * scale:.{digits}f}{suffix}"
 
 
-def create_app(db_url: str | None = None) -> FastAPI:
+def create_app(db_url: str | None = None, token: str | None = None,
+               run_log_dir: Path = Path(".tuner/runs")) -> FastAPI:
+    """The dashboard. Pages and GET /api/ only read. The one action, starting a tuning run
+    (POST /api/runs), needs ``token`` as a bearer token; without a token it is refused."""
     url = database_url(db_url)
     store = ResultStore(open_read_only(url))
-    app = FastAPI(title="specdec tuner", description="Best speculative-decoding configurations "
-                  "per model and workload type, from the tuner's results database (read-only).")
+    launcher = RunLauncher(url, run_log_dir)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        yield
+        launcher.stop_all()  # runs this dashboard started end with it (a study can be resumed)
+
+    app = FastAPI(title="specdec tuner", lifespan=lifespan,
+                  description="Best speculative-decoding configurations per model and workload "
+                  "type, from the tuner's results database. Reads need nothing; starting a run "
+                  "needs the operator's token (Authorization: Bearer TOKEN).")
+    bearer = HTTPBearer(auto_error=False)
+
+    def operator(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+        if not token:
+            raise HTTPException(403, "this dashboard is read-only: start it with --token "
+                                     "(or TUNER_DASHBOARD_TOKEN) to allow starting runs")
+        if credentials is None or not hmac.compare_digest(credentials.credentials.encode(), token.encode()):
+            raise HTTPException(401, "a valid operator token is needed: Authorization: Bearer TOKEN",
+                                headers={"WWW-Authenticate": "Bearer"})
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     templates = Jinja2Templates(directory=HERE / "templates")
     templates.env.filters["fmt"] = _fmt
@@ -86,5 +111,14 @@ def create_app(db_url: str | None = None) -> FastAPI:
     @app.get("/api/trial", summary="One trial: config, figures per load, predicted vs measured, log tail")
     def api_trial(study: str, number: int) -> dict[str, Any]:
         return views.trial_page(store, study, number)
+
+    @app.get("/api/runs", summary="Tuning runs started from this dashboard")
+    def api_runs() -> list[dict[str, Any]]:
+        return [run.view() for run in launcher.runs]
+
+    @app.post("/api/runs", status_code=202, dependencies=[Depends(operator)],
+              summary="Start `tuner optimize` on this host (operator token needed)")
+    def api_start_run(request: RunRequest) -> dict[str, Any]:
+        return launcher.start(request).view()
 
     return app

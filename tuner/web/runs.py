@@ -1,0 +1,87 @@
+"""Tuning runs started from the dashboard: each is `tuner optimize` as a child process.
+
+The only thing the dashboard can change, so it is the only route behind the operator's token.
+A run writes to the dashboard's own database and its output to a log file; the study itself
+takes the CLI's path (interrupt and resume included), nothing is re-implemented here.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+
+class RunRequest(BaseModel):
+    """What `tuner optimize` needs; paths are on the dashboard's host."""
+
+    workload: str = Field(description="Workload JSONL on the dashboard's host")
+    model: str
+    study: str | None = Field(None, description="TOML study file (space, server args, load)")
+    name: str | None = Field(None, description="Study name; a new name warm-starts from the last study")
+    trials: int | None = Field(None, ge=1)
+
+    def argv(self, db_url: str) -> list[str]:
+        argv = [sys.executable, "-m", "tuner.cli", "optimize", "--workload", self.workload,
+                "--model", self.model, "--db", db_url]
+        if self.study:
+            argv += ["--study", self.study]
+        if self.name:
+            argv += ["--name", self.name]
+        if self.trials:
+            argv += ["--trials", str(self.trials)]
+        return argv
+
+
+@dataclass
+class Run:
+    id: int
+    argv: list[str]
+    log_path: Path
+    process: subprocess.Popen[bytes]
+    started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    def view(self) -> dict:
+        code = self.process.poll()
+        status = "running" if code is None else ("finished" if code == 0 else f"exited with {code}")
+        return {"id": self.id, "pid": self.process.pid, "argv": self.argv, "status": status,
+                "exit_code": code, "started_at": self.started_at, "log": str(self.log_path)}
+
+
+class RunLauncher:
+    def __init__(self, db_url: str, log_dir: Path):
+        self.db_url = db_url
+        self.log_dir = log_dir
+        self.runs: list[Run] = []
+
+    def start(self, request: RunRequest) -> Run:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        run_id = len(self.runs) + 1
+        log_path = self.log_dir / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{run_id}.log"
+        argv = request.argv(self.db_url)
+        with log_path.open("wb") as log:
+            # Its own process group: stopping it stops its vLLM server too, and only that.
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       start_new_session=True)
+        self.runs.append(Run(run_id, argv, log_path, process))
+        return self.runs[-1]
+
+    def stop_all(self, grace_s: float = 30.0) -> None:
+        """SIGINT (the study stops after tearing its server down and can be resumed), then SIGKILL."""
+        live = [r for r in self.runs if r.process.poll() is None]
+        for run in live:
+            os.killpg(run.process.pid, signal.SIGINT)
+        deadline = time.monotonic() + grace_s
+        for run in live:
+            try:
+                run.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(run.process.pid, signal.SIGKILL)
+                run.process.wait()
