@@ -374,6 +374,8 @@ def dashboard(
         envvar="TUNER_DASHBOARD_TOKEN", show_envvar=True,
         help="Operator token that allows starting tuning runs (POST /api/runs); without it the "
              "dashboard only reads.")] = None,
+    optuna_dashboard: Annotated[Optional[str], typer.Option(
+        help="URL of an optuna-dashboard on the same database, linked from every page.")] = None,
 ) -> None:
     """Web dashboard of the best configurations per model and workload type."""
     import uvicorn
@@ -381,7 +383,7 @@ def dashboard(
     from tuner.web import create_app
 
     with user_errors():
-        web_app = create_app(db, token)
+        web_app = create_app(db, token, optuna_dashboard_url=optuna_dashboard)
         err_console.print(f"dashboard on http://{host}:{port} (Ctrl-C to stop)", highlight=False)
         uvicorn.run(web_app, host=host, port=port, log_level="warning")
 

@@ -49,3 +49,10 @@ def test_the_token_starts_a_real_tuner_optimize(db: str, tmp_path: Path) -> None
         # The CLI's own check of the workload ended it: exit code 2 and its sentence in the log.
         assert client.get("/api/runs").json()[0]["exit_code"] == 2
         assert "no/such/workload.jsonl: no such file" in Path(run["log"]).read_text()
+
+
+def test_pages_link_to_a_given_optuna_dashboard(db: str, tmp_path: Path) -> None:
+    client = TestClient(create_app(db, optuna_dashboard_url="http://127.0.0.1:8081/"))
+    page = client.get("/")
+    assert page.status_code == 200 and 'id="empty"' in page.text  # no study yet, said so
+    assert 'href="http://127.0.0.1:8081/"' in page.text

@@ -34,7 +34,7 @@ def _fmt(value: Any, digits: int = 1, scale: float = 1.0, suffix: str = "") -> s
 
 
 def create_app(db_url: str | None = None, token: str | None = None,
-               run_log_dir: Path = Path(".tuner/runs")) -> FastAPI:
+               run_log_dir: Path = Path(".tuner/runs"), optuna_dashboard_url: str | None = None) -> FastAPI:
     """The dashboard. Pages and GET /api/ only read. The one action, starting a tuning run
     (POST /api/runs), needs ``token`` as a bearer token; without a token it is refused."""
     url = database_url(db_url)
@@ -62,6 +62,7 @@ def create_app(db_url: str | None = None, token: str | None = None,
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     templates = Jinja2Templates(directory=HERE / "templates")
     templates.env.filters["fmt"] = _fmt
+    # The raw Optuna studies are optuna-dashboard's job: a link where one runs, else how to run it.
     optuna_dashboard = (f"optuna-dashboard {url}" if shutil.which("optuna-dashboard") else None)
 
     @app.exception_handler(UsageError)
@@ -71,8 +72,9 @@ def create_app(db_url: str | None = None, token: str | None = None,
         return templates.TemplateResponse(request, "error.html", {"message": str(exc)}, status_code=404)
 
     def page(request: Request, name: str, **context: Any) -> HTMLResponse:
-        return templates.TemplateResponse(request, name, {"db": url, "optuna_dashboard": optuna_dashboard,
-                                                          **context})
+        return templates.TemplateResponse(request, name, {
+            "db": url, "optuna_dashboard": optuna_dashboard, "optuna_dashboard_url": optuna_dashboard_url,
+            **context})
 
     @app.get("/", response_class=HTMLResponse)
     def overview_page(request: Request):
