@@ -104,7 +104,9 @@ def dashboard(tmp_path_factory, tiny_models) -> Dashboard:
         _stop_group(process)
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API keeps an event loop running in this thread
+# while it is open, and later tests (the replay client) call asyncio.run.
+@pytest.fixture(scope="module")
 def browser():
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: run `make browser` (installs Debian's chromium)")

@@ -54,7 +54,7 @@ def study_answers(trials: Sequence[TrialRow]) -> list[tuple[Answer, datetime | N
             answers.append((choose(group), _finished(group)))
         except TunerError:
             continue  # no completed baseline yet
-    return sorted(answers, key=lambda a: a[1] or datetime.min.replace(tzinfo=None).astimezone())
+    return sorted(answers, key=lambda a: a[1].timestamp() if a[1] else 0.0)
 
 
 def answer_view(answer: Answer, history: list[tuple[Answer, datetime | None]]) -> dict[str, Any]:
