@@ -406,6 +406,10 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 def main() -> None:
     # SIGTERM (a scheduler or `kill`) takes the same path as Ctrl-C, so the server is stopped.
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    # A job started in the background by a non-interactive shell inherits SIGINT ignored, and
+    # Python then never raises KeyboardInterrupt: Ctrl-C (or a SIGINT from a test or a
+    # scheduler) would be lost. Restore Python's own handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     _quiet_optuna()
     app()
 
