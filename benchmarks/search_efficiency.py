@@ -122,10 +122,9 @@ def export(db: str, table: Path, replace_from: list[str] | None = None) -> None:
             if (found := by_config.get(json.dumps(config["config"], sort_keys=True))) is not None:
                 configs[i] = found
                 replaced.append(found["label"])
-    rows = configs
     store = ResultStore(open_database(db))
     record = {"study": name, "host": platform.node(), "cpus": os.cpu_count(),
-              "vllm_version": rows[0]["vllm_version"], "load": rows[0]["load"],
+              "vllm_version": configs[0]["vllm_version"], "load": configs[0]["load"],
               "command": " ".join(grid_command("DB", long_workload())[1:]), "space": store.study_runs(name)[0]["space"],
               "measured_again": replaced, "configs": configs}
     table.parent.mkdir(parents=True, exist_ok=True)

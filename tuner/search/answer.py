@@ -107,19 +107,31 @@ def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE, slos: Seque
                   baseline, best, winner, noise, tuple(slos))
 
 
-def best_per_model_workload(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE) -> list[Answer]:
-    """Per (model, workload type), the study (and load) whose answer has the highest speedup over
-    its own baseline."""
+def answers_per_study(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE) -> list[Answer]:
+    """The answer of each (study, load) that has a completed baseline."""
     by_study: dict[tuple[str, str], list[TrialRow]] = {}
     for t in trials:
         by_study.setdefault((t.study_name, t.load), []).append(t)
-    best: dict[tuple[str, str], Answer] = {}
+    answers = []
     for study_trials in by_study.values():
         try:
-            answer = choose(study_trials, noise)
+            answers.append(choose(study_trials, noise))
         except TunerError:
             continue
+    return answers
+
+
+def best_answers(answers: Sequence[Answer]) -> list[Answer]:
+    """Per (model, workload type), the answer with the highest speedup over its own baseline."""
+    best: dict[tuple[str, str], Answer] = {}
+    for answer in answers:
         key = (answer.model, answer.workload_type)
         if key not in best or (answer.speedup or 0) > (best[key].speedup or 0):
             best[key] = answer
     return [best[k] for k in sorted(best)]
+
+
+def best_per_model_workload(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE) -> list[Answer]:
+    """Per (model, workload type), the study (and load) whose answer has the highest speedup over
+    its own baseline."""
+    return best_answers(answers_per_study(trials, noise))

@@ -13,10 +13,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import TunerError, UsageError
+from tuner.errors import UsageError
 from tuner.report import answer_dict
-from tuner.search.answer import Answer, best_per_model_workload, choose, trial_k
-from tuner.search.slo import parse_slo
+from tuner.search.answer import Answer, answers_per_study, best_answers, trial_k
+from tuner.search.slo import pareto_front, parse_slo
 from tuner.store import ResultStore, TrialRow
 from tuner.web.charts import Point, Rule, Series, xy_chart
 
@@ -45,15 +45,8 @@ def _finished(trials: Sequence[TrialRow]) -> datetime | None:
 
 def study_answers(trials: Sequence[TrialRow]) -> list[tuple[Answer, datetime | None]]:
     """Each (study, load)'s answer with when its last trial ended, oldest first."""
-    groups: dict[tuple[str, str], list[TrialRow]] = {}
-    for t in trials:
-        groups.setdefault((t.study_name, t.load), []).append(t)
-    answers = []
-    for group in groups.values():
-        try:
-            answers.append((choose(group), _finished(group)))
-        except TunerError:
-            continue  # no completed baseline yet
+    answers = [(a, _finished([t for t in trials if (t.study_name, t.load) == (a.study_name, a.load)]))
+               for a in answers_per_study(trials)]
     return sorted(answers, key=lambda a: a[1].timestamp() if a[1] else 0.0)
 
 
@@ -72,11 +65,12 @@ def answer_view(answer: Answer, history: list[tuple[Answer, datetime | None]]) -
 
 
 def overview(store: ResultStore) -> dict[str, Any]:
-    trials = store.trials()
+    history = study_answers(store.trials())  # every study's answer, computed once
     cells = []
-    for answer in best_per_model_workload(trials):
-        mine = [t for t in trials if t.model == answer.model and t.workload_type == answer.workload_type]
-        cells.append(answer_view(answer, study_answers(mine)))
+    for answer in best_answers([a for a, _ in history]):
+        mine = [(a, when) for a, when in history
+                if (a.model, a.workload_type) == (answer.model, answer.workload_type)]
+        cells.append(answer_view(answer, mine))
     return {"models": sorted({c["model"] for c in cells}),
             "workload_types": sorted({c["workload_type"] for c in cells}),
             "cells": cells}
@@ -97,9 +91,9 @@ def model_page(store: ResultStore, model: str, workload_type: str) -> dict[str, 
     if not trials:
         raise UsageError(f"no study of model {model!r} on workload type {workload_type!r}")
     history = study_answers(trials)
-    best = max((a for a, _ in history), key=lambda a: a.speedup or 0, default=None)
-    if best is None:
+    if not history:
         raise UsageError(f"no study of {model!r} on {workload_type!r} has a completed baseline yet")
+    (best,) = best_answers([a for a, _ in history])  # as on the overview and in `tuner best`
     view = answer_view(best, history)
     study_trials = [t for t in trials if t.study_name == best.study_name and t.load == best.load]
     runs = store.study_runs(best.study_name)
@@ -141,8 +135,6 @@ def acceptance_chart(trials: Sequence[TrialRow], top: int = 4) -> str:
 
 
 def pareto_chart(trials: Sequence[TrialRow], slos: Sequence[Any]) -> str:
-    from tuner.search.slo import pareto_front
-
     done = [t for t in trials if t.status == "complete" and t.tokens_per_s and t.tpot_p99_s
             and t.kind == "study"]
     front = {id(t) for t in pareto_front(done)}
