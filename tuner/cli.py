@@ -34,8 +34,10 @@ err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 
 workload_app = typer.Typer(help="Workload files: import, inspect, sample, split.", no_args_is_help=True)
+schedule_app = typer.Typer(help="Recurring tuning jobs, run by `tuner serve`.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(workload_app, name="workload")
+app.add_typer(schedule_app, name="schedule")
 
 
 @app.callback()
@@ -386,6 +388,166 @@ def dashboard(
         web_app = create_app(db, token, optuna_dashboard_url=optuna_dashboard)
         err_console.print(f"dashboard on http://{host}:{port} (Ctrl-C to stop)", highlight=False)
         uvicorn.run(web_app, host=host, port=port, log_level="warning")
+
+
+def _check_optimize_options(args: list[str]) -> None:
+    """Parse options exactly as `tuner optimize` will, without running it."""
+    import click
+
+    command = typer.main.get_command(app).commands["optimize"]
+    try:
+        command.make_context("tuner optimize", list(args))
+    except click.ClickException as exc:
+        raise UsageError(f"tuner optimize would refuse these options: {exc.format_message()}") from None
+
+
+@schedule_app.command("add", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def schedule_add(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Option(help="Name of the schedule (its studies are named after it).")],
+    cron: Annotated[str, typer.Option(help='When: "0 2 * * *" is 02:00 daily; a sixth field gives seconds.')],
+    workload: WorkloadOpt,
+    model: ModelOpt,
+    tz: Annotated[str, typer.Option("--tz", help="Time zone of the cron times.")] = "UTC",
+    workload_type: TypeOpt = None,
+    gpus: Annotated[Optional[str], typer.Option(
+        help="GPUs of its jobs, like 0,1 (CUDA_VISIBLE_DEVICES); jobs on overlapping GPUs never "
+             "run at once. Default: every GPU, shared with every other job.")] = None,
+    live_model_name: Annotated[Optional[str], typer.Option(
+        help="model_name label of this model on the production servers Prometheus scrapes "
+             "(drift check); default: --model.")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Add a recurring tuning job. Options after these go to `tuner optimize` (e.g. --method ngram --k 1-6)."""
+    from tuner.schedule.add import add_schedule
+    from tuner.schedule.cron import next_time
+    from tuner.store import JobStore, open_database
+
+    with user_errors():
+        jobs = JobStore(open_database(db))
+        row = add_schedule(jobs, name=name, cron=cron, tz=tz, workload=workload, model=model,
+                           workload_type=workload_type, optimize_args=list(ctx.args), gpus=gpus,
+                           live_model_name=live_model_name, check_options=_check_optimize_options)
+        first = next_time(row.cron, row.timezone, row.created_at)
+        console.print(f"schedule {row.name!r} added: first run {first.isoformat(timespec='seconds')} "
+                      f"({row.timezone}), run by `tuner serve`", highlight=False, soft_wrap=True)
+
+
+@schedule_app.command("list")
+def schedule_list(
+    db: DbOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Schedules with their next run, and the latest jobs."""
+    from tuner.report import schedules_table, jobs_table
+    from tuner.schedule.views import schedule_views
+    from tuner.store import JobStore, open_database
+
+    with user_errors():
+        jobs = JobStore(open_database(db))
+        views = schedule_views(jobs)
+        if as_json:
+            print(json.dumps({"schedules": views, "jobs": [j.to_dict() for j in jobs.jobs(limit=50)]}, indent=2))
+            return
+        if not views:
+            err_console.print("no schedules; add one with `tuner schedule add`")
+            return
+        console.print(schedules_table(views))
+        console.print(jobs_table(jobs.jobs(limit=20)))
+
+
+@schedule_app.command("remove")
+def schedule_remove(name: Annotated[str, typer.Argument(help="Schedule name.")], db: DbOpt = None) -> None:
+    """Remove a schedule and its queued jobs (finished jobs keep their record)."""
+    from tuner.store import JobStore, open_database
+
+    with user_errors():
+        if not JobStore(open_database(db)).remove_schedule(name):
+            raise UsageError(f"no schedule named {name!r}; `tuner schedule list` shows them")
+        console.print(f"schedule {name!r} removed", highlight=False)
+
+
+@schedule_app.command("run-now")
+def schedule_run_now(name: Annotated[str, typer.Argument(help="Schedule name.")], db: DbOpt = None) -> None:
+    """Queue a run of the schedule now; `tuner serve` starts it once its GPUs are free."""
+    from datetime import datetime, timezone
+
+    from tuner.schedule.service import enqueue_run
+    from tuner.store import JobStore, open_database
+
+    with user_errors():
+        jobs = JobStore(open_database(db))
+        schedule = jobs.schedule(name)
+        if schedule is None:
+            raise UsageError(f"no schedule named {name!r}; `tuner schedule list` shows them")
+        if active := jobs.active_job(schedule.id):
+            raise UsageError(f"job {active.id} of {name!r} is already {active.status}; "
+                             "wait for it (`tuner schedule list`)")
+        job = enqueue_run(jobs, schedule, "run-now", datetime.now(timezone.utc))
+        console.print(f"queued job {job.id} (study {job.study_name!r}); a running `tuner serve` "
+                      "starts it when its GPUs are free", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def serve(
+    config: Annotated[Optional[Path], typer.Option(
+        envvar="TUNER_CONFIG", show_envvar=True, help="TOML file with a [serve] table.")] = None,
+    db: Annotated[Optional[str], typer.Option(envvar="TUNER_DB", show_envvar=True,
+                                              help="Results database URL.")] = None,
+    host: Annotated[Optional[str], typer.Option(envvar="TUNER_HOST", show_envvar=True,
+                                                help="Dashboard address (default 127.0.0.1).")] = None,
+    port: Annotated[Optional[int], typer.Option(envvar="TUNER_PORT", show_envvar=True,
+                                                help="Dashboard port (default 8080).")] = None,
+    token: Annotated[Optional[str], typer.Option(
+        envvar="TUNER_DASHBOARD_TOKEN", show_envvar=True,
+        help="Operator token that allows starting runs from the dashboard.")] = None,
+    prometheus: Annotated[Optional[str], typer.Option(
+        envvar="TUNER_PROMETHEUS_URL", show_envvar=True,
+        help="Prometheus that scrapes the production vLLM servers: enables the drift check.")] = None,
+    drift_margin: Annotated[Optional[float], typer.Option(
+        envvar="TUNER_DRIFT_MARGIN", show_envvar=True,
+        help="Fraction below the tuned acceptance that counts as drift (default 0.15).")] = None,
+    drift_for: Annotated[Optional[float], typer.Option(
+        envvar="TUNER_DRIFT_FOR", show_envvar=True,
+        help="Seconds the drift must last before a re-tune (default 600).")] = None,
+    drift_every: Annotated[Optional[float], typer.Option(
+        envvar="TUNER_DRIFT_EVERY", show_envvar=True, help="Seconds between drift checks (default 60).")] = None,
+    drift_window: Annotated[Optional[float], typer.Option(
+        envvar="TUNER_DRIFT_WINDOW", show_envvar=True,
+        help="Seconds of counters each check looks at (PromQL increase window, default 300).")] = None,
+    log_dir: Annotated[Optional[Path], typer.Option(
+        envvar="TUNER_LOG_DIR", show_envvar=True, help="Where job logs go (default .tuner/jobs).")] = None,
+) -> None:
+    """Run scheduled and drift-triggered tuning jobs, and the dashboard, in one process."""
+    import logging
+
+    import uvicorn
+
+    from tuner.schedule.config import load_config, resolve
+    from tuner.schedule.service import ServeSettings, TuningService
+    from tuner.store import database_url, open_database
+    from tuner.web import create_app
+
+    with user_errors():
+        given = {"db": db, "host": host, "port": port, "token": token, "prometheus": prometheus,
+                 "drift_margin": drift_margin, "drift_for": drift_for, "drift_every": drift_every,
+                 "drift_window": drift_window, "log_dir": str(log_dir) if log_dir else None}
+        options = resolve(given, load_config(config))
+        url = database_url(options["db"])
+        engine = open_database(url)  # creates or checks the schema before anything starts
+        service = TuningService(ServeSettings(
+            db_url=url, log_dir=Path(options["log_dir"]), prometheus=options["prometheus"],
+            drift_margin=options["drift_margin"], drift_for_s=options["drift_for"],
+            drift_every_s=options["drift_every"], drift_window_s=options["drift_window"]), engine)
+        web_app = create_app(url, options["token"], service=service,
+                             run_log_dir=Path(options["log_dir"]) / "dashboard-runs")
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+        err_console.print(f"tuner serve: dashboard on http://{options['host']}:{options['port']}, "
+                          f"database {url}" + (f", drift check against {options['prometheus']}"
+                                               if options["prometheus"] else ""), highlight=False)
+        # uvicorn turns SIGTERM and Ctrl-C into a graceful shutdown, which stops the service
+        # (and a running job's server) in the app's lifespan.
+        uvicorn.run(web_app, host=options["host"], port=options["port"], log_level="warning")
 
 
 @db_app.command("upgrade")

@@ -320,3 +320,26 @@ def outcome_dict(outcome) -> dict:
     return {**answer_dict(outcome.answer),
             "answers": {load: answer_dict(a) for load, a in outcome.answers.items()},
             "schedule": schedule, "server_starts": outcome.restarts}
+
+
+def schedules_table(views: list[dict]) -> Table:
+    table = Table(title="schedules", title_justify="left")
+    for column in ("name", "cron", "next run", "model", "workload type", "GPUs", "last job"):
+        table.add_column(column)
+    for v in views:
+        job = v["last_job"]
+        last = f"#{job['id']} {job['status']}" + (f", {job['outcome']}" if job and job["outcome"] else "") if job else "–"
+        table.add_row(v["name"], f"{v['cron']} ({v['timezone']})", v["next_run"], v["model"],
+                      v["workload_type"], v["gpus"] or "all", last)
+    return table
+
+
+def jobs_table(jobs) -> Table:
+    table = Table(title="latest jobs", title_justify="left")
+    for column in ("#", "schedule", "reason", "status", "started", "finished", "outcome"):
+        table.add_column(column, justify="right" if column == "#" else "left")
+    for j in jobs:
+        when = [t.isoformat(timespec="seconds") if t else "–" for t in (j.started_at, j.finished_at)]
+        outcome = f"{j.outcome}: {j.outcome_detail}" if j.outcome else (j.outcome_detail or "–")
+        table.add_row(str(j.id), j.schedule_name, j.reason, j.status, *when, outcome)
+    return table

@@ -1,6 +1,7 @@
 """The results database: schema, migrations check, and the store's reads and writes."""
 
 from tuner.store.db import database_url, open_database, open_read_only, optuna_storage, upgrade
+from tuner.store.jobs import DriftRow, JobRow, JobStore, ScheduleRow
 from tuner.store.results import ResultStore, TrialRow
 
-__all__ = ["ResultStore", "TrialRow", "database_url", "open_database", "open_read_only", "optuna_storage", "upgrade"]
+__all__ = ["DriftRow", "JobRow", "JobStore", "ResultStore", "ScheduleRow", "TrialRow", "database_url", "open_database", "open_read_only", "optuna_storage", "upgrade"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -158,3 +158,74 @@ class TrialRun(Base):
     output_digests: Mapped[dict] = mapped_column(JSON)  # request id -> digest of the greedy text
 
     trial: Mapped[TrialRecord] = relationship(back_populates="runs")
+
+
+class Schedule(Base):
+    """A recurring tuning job (``tuner schedule add``): when, and which `tuner optimize` to run."""
+
+    __tablename__ = "tuner_schedules"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    cron: Mapped[str] = mapped_column(String(100))
+    timezone: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(500))
+    workload: Mapped[str] = mapped_column(String(1000))  # path on the service's host
+    workload_type: Mapped[str] = mapped_column(String(100))
+    optimize_args: Mapped[list] = mapped_column(JSON)  # further `tuner optimize` options
+    gpus: Mapped[str | None] = mapped_column(String(100))  # "0,1"; None = every GPU of the host
+    # The model_name label of this model on the production vLLM servers Prometheus scrapes.
+    live_model_name: Mapped[str | None] = mapped_column(String(500))
+    enabled: Mapped[bool] = mapped_column(Boolean, server_default="1")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # When the service last acted on a due time; every time missed since then is one job.
+    last_fired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Job(Base):
+    """One run of a schedule: a `tuner optimize` child process of `tuner serve`."""
+
+    __tablename__ = "tuner_jobs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    schedule_id: Mapped[int | None] = mapped_column(ForeignKey("tuner_schedules.id", ondelete="SET NULL"),
+                                                    index=True)
+    schedule_name: Mapped[str] = mapped_column(String(200))  # kept when the schedule is removed
+    reason: Mapped[str] = mapped_column(String(20))  # schedule, run-now, drift
+    detail: Mapped[str | None] = mapped_column(Text)  # why, e.g. the drift seen
+    model: Mapped[str] = mapped_column(String(500))
+    study_name: Mapped[str] = mapped_column(String(500))  # a resumed job continues this study
+    argv: Mapped[list] = mapped_column(JSON)  # `tuner optimize` arguments, without --db
+    gpus: Mapped[str | None] = mapped_column(String(100))
+    status: Mapped[str] = mapped_column(String(20), index=True)  # queued, running, finished, failed, interrupted
+    attempts: Mapped[int] = mapped_column(Integer, server_default="0")
+    pid: Mapped[int | None] = mapped_column(Integer)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    log_path: Mapped[str | None] = mapped_column(String(1000))
+    # Against the previous study of the same model, workload type and load: first, new best,
+    # unchanged or regressed (by more than the noise).
+    outcome: Mapped[str | None] = mapped_column(String(20))
+    outcome_detail: Mapped[str | None] = mapped_column(Text)
+    due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class DriftEvent(Base):
+    """Live acceptance (from Prometheus) stayed below what the tuning measured."""
+
+    __tablename__ = "tuner_drift_events"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    model: Mapped[str] = mapped_column(String(500))  # as tuned
+    live_model_name: Mapped[str] = mapped_column(String(500))
+    live_acceptance_rate: Mapped[float | None] = mapped_column(Float)
+    live_acceptance_length: Mapped[float | None] = mapped_column(Float)
+    tuned_acceptance_rate: Mapped[float | None] = mapped_column(Float)
+    tuned_acceptance_length: Mapped[float | None] = mapped_column(Float)
+    tuned_study: Mapped[str] = mapped_column(String(500))
+    margin: Mapped[float] = mapped_column(Float)
+    held_s: Mapped[float] = mapped_column(Float)
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("tuner_jobs.id", ondelete="SET NULL"))
+    note: Mapped[str] = mapped_column(Text)
+    detected_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -7,6 +7,7 @@ which escapes its own labels. CSS and JavaScript are files of this package.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import shutil
 from contextlib import asynccontextmanager
@@ -34,17 +35,23 @@ def _fmt(value: Any, digits: int = 1, scale: float = 1.0, suffix: str = "") -> s
 
 
 def create_app(db_url: str | None = None, token: str | None = None,
-               run_log_dir: Path = Path(".tuner/runs"), optuna_dashboard_url: str | None = None) -> FastAPI:
+               run_log_dir: Path = Path(".tuner/runs"), optuna_dashboard_url: str | None = None,
+               service=None) -> FastAPI:
     """The dashboard. Pages and GET /api/ only read. The one action, starting a tuning run
-    (POST /api/runs), needs ``token`` as a bearer token; without a token it is refused."""
+    (POST /api/runs), needs ``token`` as a bearer token; without a token it is refused.
+    ``service`` (`tuner serve`'s TuningService) starts and stops with the app."""
     url = database_url(db_url)
     store = ResultStore(open_read_only(url))
     launcher = RunLauncher(url, run_log_dir)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
+        if service is not None:
+            service.start()
         yield
         launcher.stop_all()  # runs this dashboard started end with it (a study can be resumed)
+        if service is not None:
+            await asyncio.to_thread(service.stop)  # a running job's server goes down first
 
     app = FastAPI(title="specdec tuner", lifespan=lifespan,
                   description="Best speculative-decoding configurations per model and workload "
