@@ -17,7 +17,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 DEMO_SERVER_ARGS := --server-arg=--max-model-len=1024 --server-arg=--enforce-eager
 
-.PHONY: install models browser demo test unit clean
+.PHONY: install models browser prometheus compose-tool demo test unit clean
 
 install: $(VENV)/.installed
 
@@ -44,6 +44,28 @@ browser:
 	fi; \
 	apt-get update -qq && apt-get install -y -qq chromium
 
+# The drift test (tests/integration/test_drift_real.py) runs Debian's Prometheus. Only its
+# binary is unpacked here: installing the package would start a system-wide daemon.
+PROMETHEUS := .tools/prometheus/usr/bin/prometheus
+prometheus: $(PROMETHEUS)
+
+$(PROMETHEUS):
+	rm -rf .tools/prometheus && mkdir -p .tools/prometheus
+	cd .tools && (apt-get download prometheus 2>/dev/null || { apt-get update -qq && apt-get download prometheus; })
+	dpkg -x .tools/prometheus_*.deb .tools/prometheus && rm -f .tools/prometheus_*.deb
+	$(PROMETHEUS) --version | head -1
+
+# tests/unit/test_deploy_files.py validates docker-compose.yml with `docker compose config` and
+# skips without a compose tool. Where the docker CLI has no compose plugin, Debian's
+# docker-compose (1.29) does it without a Docker daemon; its recommended docker.io is not needed.
+compose-tool:
+	@if docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+		echo "compose-tool: no docker compose or docker-compose, so the compose file is not validated: install Debian's docker-compose package (apt-get install --no-install-recommends docker-compose) as root" >&2; \
+		exit 0; \
+	fi; \
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-compose
+
 # A fresh study each time: baseline, ngram and draft_model at k = 2 and 4 (5 server starts).
 demo: models
 	mkdir -p .tuner && rm -f .tuner/demo.db .tuner/demo.db-wal .tuner/demo.db-shm
@@ -51,11 +73,11 @@ demo: models
 		--method ngram --method draft_model --draft $(MODELS)/draft --k 1-6 \
 		--concurrency 2 --db sqlite:///.tuner/demo.db $(DEMO_SERVER_ARGS)
 
-test: models browser
+test: models browser prometheus compose-tool
 	$(BIN)/python -m pytest -v -rs
 
 unit: install
 	$(BIN)/python -m pytest -v -m "not integration"
 
 clean:
-	rm -rf $(VENV) $(MODELS) .tuner
+	rm -rf $(VENV) $(MODELS) .tuner .tools

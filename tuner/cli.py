@@ -392,13 +392,12 @@ def dashboard(
 
 def _check_optimize_options(args: list[str]) -> None:
     """Parse options exactly as `tuner optimize` will, without running it."""
-    import click
-
     command = typer.main.get_command(app).commands["optimize"]
     try:
         command.make_context("tuner optimize", list(args))
-    except click.ClickException as exc:
-        raise UsageError(f"tuner optimize would refuse these options: {exc.format_message()}") from None
+    except typer.exceptions.TyperException as exc:  # Typer's (vendored) click parse errors
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        raise UsageError(f"tuner optimize would refuse these options: {message}") from None
 
 
 @schedule_app.command("add", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

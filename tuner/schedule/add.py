@@ -24,9 +24,9 @@ def add_schedule(jobs: JobStore, *, name: str, cron: str, tz: str, workload: Pat
     check_cron(cron, tz)
     for arg in optimize_args:
         if arg.split("=", 1)[0] in RESERVED:
-            raise UsageError(f"{arg.split('=', 1)[0]} is set by the schedule; give it to "
-                             "`tuner schedule add` itself (--workload, --model, --type), not among "
-                             "the optimize options")
+            raise UsageError(f"{arg.split('=', 1)[0]} is set for each job, by `tuner schedule add` "
+                             "(--workload, --model, --type) or by the service (--name, --db, --json); "
+                             "leave it out of the optimize options")
     if gpus is not None and not all(g.strip().isdigit() for g in gpus.split(",")):
         raise UsageError(f"--gpus {gpus!r} must list GPU indices like 0 or 0,1")
     loaded = load_workload(workload, workload_type)  # its bad lines are reported now, not at night

@@ -57,7 +57,10 @@ class JobRunner:
         self.running: dict[int, RunningJob] = {}
 
     def argv(self, job: JobRow) -> list[str]:
-        return [sys.executable, "-m", "tuner.cli", "optimize", *job.argv, "--db", self.db_url]
+        argv = [sys.executable, "-m", "tuner.cli", "optimize", *job.argv, "--db", self.db_url]
+        if not any(a == "--log-dir" or a.startswith("--log-dir=") for a in job.argv):
+            argv += ["--log-dir", str(self.log_dir / "servers")]  # beside the job logs, not in the cwd
+        return argv
 
     def start_ready(self) -> list[JobRow]:
         """Start every queued job whose GPUs are free and not wanted by an earlier queued job."""

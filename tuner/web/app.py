@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from tuner.errors import UsageError
-from tuner.store import ResultStore, database_url, open_read_only
+from tuner.store import JobStore, ResultStore, database_url, open_read_only
 from tuner.web import views
 from tuner.web.runs import RunLauncher, RunRequest
 
@@ -41,7 +41,9 @@ def create_app(db_url: str | None = None, token: str | None = None,
     (POST /api/runs), needs ``token`` as a bearer token; without a token it is refused.
     ``service`` (`tuner serve`'s TuningService) starts and stops with the app."""
     url = database_url(db_url)
-    store = ResultStore(open_read_only(url))
+    engine = open_read_only(url)
+    store = ResultStore(engine)
+    jobs = JobStore(engine)
     launcher = RunLauncher(url, run_log_dir)
 
     @asynccontextmanager
@@ -101,6 +103,14 @@ def create_app(db_url: str | None = None, token: str | None = None,
     def trial_view(request: Request, study: str, number: int):
         return page(request, "trial.html", data=views.trial_page(store, study, number))
 
+    @app.get("/jobs", response_class=HTMLResponse)
+    def jobs_view(request: Request):
+        return page(request, "jobs.html", data=views.jobs_page(jobs))
+
+    @app.get("/job", response_class=HTMLResponse)
+    def job_view(request: Request, id: int):
+        return page(request, "job.html", data=views.job_page(jobs, id))
+
     @app.get("/api/best", summary="Best configuration per (model, workload type)")
     def api_best() -> list[dict[str, Any]]:
         return views.overview(store)["cells"]
@@ -120,6 +130,14 @@ def create_app(db_url: str | None = None, token: str | None = None,
     @app.get("/api/trial", summary="One trial: config, figures per load, predicted vs measured, log tail")
     def api_trial(study: str, number: int) -> dict[str, Any]:
         return views.trial_page(store, study, number)
+
+    @app.get("/api/jobs", summary="Schedules of `tuner serve`, its latest jobs with their outcome, drift events")
+    def api_jobs() -> dict[str, Any]:
+        return views.jobs_page(jobs)
+
+    @app.get("/api/job", summary="One job: its command, status, outcome and log tail")
+    def api_job(id: int) -> dict[str, Any]:
+        return views.job_page(jobs, id)
 
     @app.get("/api/runs", summary="Tuning runs started from this dashboard")
     def api_runs() -> list[dict[str, Any]]:

@@ -17,7 +17,8 @@ from tuner.errors import UsageError
 from tuner.report import answer_dict
 from tuner.search.answer import Answer, answers_per_study, best_answers, trial_k
 from tuner.search.slo import pareto_front, parse_slo
-from tuner.store import ResultStore, TrialRow
+from tuner.schedule.views import schedule_views
+from tuner.store import JobStore, ResultStore, TrialRow
 from tuner.web.charts import Point, Rule, Series, xy_chart
 
 LOG_TAIL_LINES = 60
@@ -203,3 +204,17 @@ def trial_page(store: ResultStore, study: str, number: int) -> dict[str, Any]:
             "number": number, "label": first.label,
             "config_json": json.dumps(first.config, indent=2, sort_keys=True) if first.config else "null (baseline)",
             "loads": [trial_view(t) for t in rows], "log_tail": log_tail(first.server_log_path)}
+
+
+def jobs_page(jobs: JobStore, limit: int = 100) -> dict[str, Any]:
+    """`tuner serve`'s schedules, its latest jobs with their outcome, and drift events."""
+    return {"schedules": schedule_views(jobs),
+            "jobs": [job.to_dict() for job in jobs.jobs(limit=limit)],
+            "drift": [{**d.__dict__, "detected_at": _time(d.detected_at)} for d in jobs.drift_events(limit=50)]}
+
+
+def job_page(jobs: JobStore, job_id: int) -> dict[str, Any]:
+    job = jobs.job(job_id)
+    if job is None:
+        raise UsageError(f"no job {job_id}")
+    return {**job.to_dict(), "log_tail": log_tail(job.log_path) if job.log_path else "(not started yet)"}

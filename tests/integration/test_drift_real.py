@@ -1,0 +1,126 @@
+"""Drift from live metrics: a REAL Prometheus (Debian's package, `make prometheus`) scrapes a
+REAL vLLM server that serves the tuned model name with a worse draft than the one tuned; the
+`tuner serve` drift check must see the lower acceptance and queue a re-tune, recording why."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tuner.engine import ServerOptions, SpecConfig
+from tuner.engine.server import VllmServer, free_port, port_is_free
+from tuner.schedule.drift import reference
+from tuner.store import JobStore, ResultStore, open_database
+
+from .serve_process import ServeProcess, wait_for
+from .test_optimize_real import ENV, ROOT, SERVER_ARGS
+
+pytestmark = pytest.mark.integration
+
+TUNED = ["--method", "draft_model", "--k", "3", "--trials", "2", "--warmup", "1", *SERVER_ARGS]
+
+
+def prometheus_binary() -> str:
+    for candidate in (os.environ.get("TUNER_PROMETHEUS_BIN"), ROOT / ".tools/prometheus/usr/bin/prometheus",
+                      shutil.which("prometheus")):
+        if candidate and Path(candidate).is_file():
+            return str(candidate)
+    pytest.fail("no prometheus binary: run `make prometheus` (make test does it first)")
+
+
+@pytest.fixture
+def prometheus(tmp_path) -> Iterator[tuple[str, Path]]:
+    """A Prometheus on a free loopback port; the test writes its scrape config, then reloads."""
+    port = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs: []\n")
+    with (tmp_path / "prometheus.log").open("wb") as log:
+        process = subprocess.Popen(
+            [prometheus_binary(), f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for("Prometheus", lambda: not port_is_free(port), 60, process)
+        yield f"http://127.0.0.1:{port}", config
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(30)
+
+
+def scrape(prometheus_url: str, config: Path, target: str) -> None:
+    config.write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n"
+                      f"  - job_name: vllm\n    static_configs: [{{targets: ['{target}']}}]\n")
+    assert httpx.post(prometheus_url + "/-/reload", timeout=30).status_code == 200
+
+
+def traffic(base_url: str, model: str, stop: threading.Event) -> None:
+    """Production traffic: the code workload's prompts, over and over."""
+    prompts = [json.loads(line)["prompt"] for line in (ROOT / "workloads/code.jsonl").read_text().splitlines()]
+    with httpx.Client(timeout=60) as client:
+        while not stop.is_set():
+            for prompt in prompts:
+                if stop.is_set():
+                    return
+                client.post(f"{base_url}/v1/completions", json={
+                    "model": model, "prompt": prompt, "max_tokens": 48, "temperature": 0})
+
+
+def test_lower_live_acceptance_triggers_a_retune(tmp_path, tiny_models, prometheus):
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    target = str(tiny_models / "target")
+    workload = ROOT / "workloads" / "code.jsonl"
+    tuned = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "optimize", "--workload", str(workload), "--model", target,
+         "--draft", str(tiny_models / "draft"), "--db", db, "--log-dir", str(tmp_path / "logs"), *TUNED],
+        capture_output=True, text=True, env=ENV, timeout=600)
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    added = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "schedule", "add", "--name", "code", "--cron", "0 3 1 1 *",
+         "--workload", str(workload), "--model", target, "--db", db, "--draft", str(tiny_models / "draft"),
+         *TUNED], capture_output=True, text=True, env=ENV, timeout=120)
+    assert added.returncode == 0, added.stderr
+    engine = open_database(db)
+    jobs = JobStore(engine)
+    ref = reference(jobs.schedule("code"), ResultStore(engine).trials(model=target))
+    assert ref is not None and ref.config_label.startswith("draft_model")
+
+    # Production: the same model name, but the weak draft.
+    prometheus_url, prometheus_config = prometheus
+    options = ServerOptions(server_args=[a.split("=", 1)[1] for a in SERVER_ARGS], log_dir=tmp_path / "prod",
+                            env={"VLLM_CPU_KVCACHE_SPACE": ENV["VLLM_CPU_KVCACHE_SPACE"]})
+    stop = threading.Event()
+    with VllmServer(target, SpecConfig("draft_model", 3, str(tiny_models / "draft-weak")), options) as prod:
+        scrape(prometheus_url, prometheus_config, prod.base_url.removeprefix("http://"))
+        sender = threading.Thread(target=traffic, args=(prod.base_url, target, stop), daemon=True)
+        sender.start()
+        serve = ServeProcess(db, tmp_path / "jobs", "--prometheus", prometheus_url, "--drift-margin", "0.1",
+                             "--drift-for", "8", "--drift-every", "2", "--drift-window", "10")
+        try:
+            event = wait_for("a drift event", lambda: jobs.drift_events(), 180, serve.process)[0]
+        finally:
+            stop.set()
+            code = serve.terminate() if serve.process.poll() is None else serve.process.returncode
+            if serve.process.poll() is None:
+                serve.kill_everything()
+            sender.join(60)
+    assert code == 0, serve.log
+    assert event.live_model_name == target and event.tuned_study == ref.study_name
+    assert event.tuned_acceptance_length == pytest.approx(ref.length)
+    assert event.live_acceptance_length < 0.9 * ref.length and event.live_acceptance_rate < 0.9 * ref.rate
+    assert event.held_s >= 8
+    retune = jobs.job(event.job_id)
+    assert retune.reason == "drift" and retune.schedule_name == "code"
+    assert "stayed below the tuned draft_model" in retune.detail
+    assert f"re-tune queued as job {retune.id}" in event.note
+    # The re-tune started at once and was stopped with the service: it resumes on the next start.
+    assert retune.status in ("interrupted", "queued")

@@ -1,0 +1,73 @@
+"""`tuner schedule` from the command line: bad input is refused before anything is stored,
+a good schedule lists with its next run, run-now queues one job, remove keeps the history."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+TUNER = [sys.executable, "-m", "tuner.cli"]
+
+
+@pytest.fixture
+def env(tmp_path):
+    workload = tmp_path / "code.jsonl"
+    workload.write_text('{"prompt": "x"}\n')
+    return {"db": f"sqlite:///{tmp_path / 'tuner.db'}", "workload": str(workload), "cwd": tmp_path}
+
+
+def run(env, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*TUNER, *args, "--db", env["db"]], capture_output=True, text=True,
+                          cwd=env["cwd"], timeout=60)
+
+
+def add(env, *extra: str, name="nightly", cron="0 2 * * *") -> subprocess.CompletedProcess:
+    return run(env, "schedule", "add", "--name", name, "--cron", cron, "--tz", "Europe/Berlin",
+               "--workload", env["workload"], "--model", "m", *extra)
+
+
+@pytest.mark.parametrize("extra,cron,message", [
+    ((), "0 25 * * *", "--cron '0 25 * * *' is not a cron expression"),
+    (("--k", "1-4", "--bogus", "1"), "0 2 * * *", "tuner optimize would refuse these options: No such option: --bogus"),
+    (("--json",), "0 2 * * *", "--json is set by the schedule"),
+    (("--gpus", "first"), "0 2 * * *", "--gpus 'first' must list GPU indices"),
+])
+def test_bad_schedules_are_refused_with_one_sentence(env, extra, cron, message):
+    result = add(env, *extra, cron=cron)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+    assert message in " ".join(result.stderr.split())
+    assert json.loads(run(env, "schedule", "list", "--json").stdout)["schedules"] == []
+
+
+def test_a_bad_workload_line_is_reported_when_the_schedule_is_added(env, tmp_path):
+    bad = tmp_path / "chat.jsonl"
+    bad.write_text('{"prompt": "ok"}\n{"nothing": 1}\n')
+    result = run(env, "schedule", "add", "--name", "n", "--cron", "0 2 * * *", "--workload", str(bad),
+                 "--model", "m")
+    assert result.returncode == 2 and f"{bad}:2:" in result.stderr
+
+
+def test_add_list_run_now_remove(env):
+    result = add(env, "--method", "ngram", "--k", "1-4", "--gpus", "0,1")
+    assert result.returncode == 0, result.stderr
+    assert "02:00:00+01:00 (Europe/Berlin)" in result.stdout  # first run, in the zone's wall time
+    assert add(env).returncode == 2  # the name is taken
+    listed = json.loads(run(env, "schedule", "list", "--json").stdout)
+    (schedule,) = listed["schedules"]
+    assert schedule["optimize_args"] == ["--method", "ngram", "--k", "1-4"]
+    assert schedule["gpus"] == "0,1" and schedule["workload_type"] == "code"
+    assert schedule["next_run"].endswith("T02:00:00+01:00")
+    queued = run(env, "schedule", "run-now", "nightly")
+    assert queued.returncode == 0 and "queued job 1" in queued.stdout
+    again = run(env, "schedule", "run-now", "nightly")
+    assert again.returncode == 2 and "job 1 of 'nightly' is already queued" in again.stderr
+    (job,) = json.loads(run(env, "schedule", "list", "--json").stdout)["jobs"]
+    assert (job["reason"], job["status"], job["gpus"]) == ("run-now", "queued", "0,1")
+    assert job["argv"][-4:] == ["--method", "ngram", "--k", "1-4"]
+    assert run(env, "schedule", "remove", "nightly").returncode == 0
+    assert run(env, "schedule", "remove", "nightly").returncode == 2
+    assert json.loads(run(env, "schedule", "list", "--json").stdout) == {"schedules": [], "jobs": []}
