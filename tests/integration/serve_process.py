@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import psutil
 
 from tuner.engine.server import free_port, port_is_free
 
-from .test_optimize_real import ENV
+from .test_optimize_real import ENV, ROOT
 
 T = TypeVar("T")
 
@@ -33,6 +34,15 @@ def wait_for(what: str, check: Callable[[], T], timeout_s: float, process: subpr
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
         time.sleep(every_s)
+
+
+def small_workload(tmp_path: Path, requests: int = 10, max_tokens: int = 32) -> Path:
+    """The first requests of the code workload, shorter: a job's replay takes seconds."""
+    lines = (ROOT / "workloads" / "code.jsonl").read_text().splitlines()[:requests]
+    path = tmp_path / "code.jsonl"
+    path.write_text("".join(json.dumps({**json.loads(line), "max_tokens": max_tokens}) + "\n"
+                            for line in lines))
+    return path
 
 
 class ServeProcess:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,10 +20,10 @@ import pytest
 
 from tuner.engine import ServerOptions, SpecConfig
 from tuner.engine.server import VllmServer, free_port, port_is_free
-from tuner.schedule.drift import reference
+from tuner.schedule.drift import PrometheusSource, reference
 from tuner.store import JobStore, ResultStore, open_database
 
-from .serve_process import ServeProcess, wait_for
+from .serve_process import ServeProcess, small_workload, wait_for
 from .test_optimize_real import ENV, ROOT, SERVER_ARGS
 
 pytestmark = pytest.mark.integration
@@ -63,22 +64,23 @@ def scrape(prometheus_url: str, config: Path, target: str) -> None:
     assert httpx.post(prometheus_url + "/-/reload", timeout=30).status_code == 200
 
 
-def traffic(base_url: str, model: str, stop: threading.Event) -> None:
-    """Production traffic: the code workload's prompts, over and over."""
-    prompts = [json.loads(line)["prompt"] for line in (ROOT / "workloads/code.jsonl").read_text().splitlines()]
+def traffic(base_url: str, model: str, workload: Path, stop: threading.Event) -> None:
+    """Production traffic: the tuned workload's requests, over and over."""
+    requests = [json.loads(line) for line in workload.read_text().splitlines()]
     with httpx.Client(timeout=60) as client:
         while not stop.is_set():
-            for prompt in prompts:
+            for request in requests:
                 if stop.is_set():
                     return
                 client.post(f"{base_url}/v1/completions", json={
-                    "model": model, "prompt": prompt, "max_tokens": 48, "temperature": 0})
+                    "model": model, "prompt": request["prompt"], "max_tokens": request["max_tokens"],
+                    "temperature": 0})
 
 
 def test_lower_live_acceptance_triggers_a_retune(tmp_path, tiny_models, prometheus):
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     target = str(tiny_models / "target")
-    workload = ROOT / "workloads" / "code.jsonl"
+    workload = small_workload(tmp_path)
     tuned = subprocess.run(
         [sys.executable, "-m", "tuner.cli", "optimize", "--workload", str(workload), "--model", target,
          "--draft", str(tiny_models / "draft"), "--db", db, "--log-dir", str(tmp_path / "logs"), *TUNED],
@@ -94,26 +96,48 @@ def test_lower_live_acceptance_triggers_a_retune(tmp_path, tiny_models, promethe
     ref = reference(jobs.schedule("code"), ResultStore(engine).trials(model=target))
     assert ref is not None and ref.config_label.startswith("draft_model")
 
-    # Production: the same model name, but the weak draft.
     prometheus_url, prometheus_config = prometheus
     options = ServerOptions(server_args=[a.split("=", 1)[1] for a in SERVER_ARGS], log_dir=tmp_path / "prod",
                             env={"VLLM_CPU_KVCACHE_SPACE": ENV["VLLM_CPU_KVCACHE_SPACE"]})
-    stop = threading.Event()
-    with VllmServer(target, SpecConfig("draft_model", 3, str(tiny_models / "draft-weak")), options) as prod:
-        scrape(prometheus_url, prometheus_config, prod.base_url.removeprefix("http://"))
-        sender = threading.Thread(target=traffic, args=(prod.base_url, target, stop), daemon=True)
-        sender.start()
-        serve = ServeProcess(db, tmp_path / "jobs", "--prometheus", prometheus_url, "--drift-margin", "0.1",
-                             "--drift-for", "8", "--drift-every", "2", "--drift-window", "10")
-        try:
-            event = wait_for("a drift event", lambda: jobs.drift_events(), 180, serve.process)[0]
-        finally:
-            stop.set()
-            code = serve.terminate() if serve.process.poll() is None else serve.process.returncode
-            if serve.process.poll() is None:
-                serve.kill_everything()
-            sender.join(60)
-    assert code == 0, serve.log
+    drift_args = ("--prometheus", prometheus_url, "--drift-margin", "0.1", "--drift-for", "8",
+                  "--drift-every", "2", "--drift-window", "10")
+
+    def production(draft: str, check) -> int:
+        """Serve the tuned model name with ``draft`` under steady traffic, Prometheus scraping it,
+        while `tuner serve` watches; returns the service's exit code after SIGTERM."""
+        stop = threading.Event()
+        with VllmServer(target, SpecConfig("draft_model", 3, str(tiny_models / draft)), options) as prod:
+            scrape(prometheus_url, prometheus_config, prod.base_url.removeprefix("http://"))
+            sender = threading.Thread(target=traffic, args=(prod.base_url, target, workload, stop), daemon=True)
+            sender.start()
+            serve = ServeProcess(db, tmp_path / "jobs", *drift_args)
+            try:
+                check(serve)
+            finally:
+                stop.set()
+                code = serve.terminate() if serve.process.poll() is None else serve.process.returncode
+                if serve.process.poll() is None:
+                    serve.kill_everything()
+                sender.join(60)
+            return code
+
+    def live_figures_seen(serve: ServeProcess) -> None:
+        # Long enough for the hold time to pass twice over once the figures exist.
+        wait_for("live figures in Prometheus", lambda: PrometheusSource(prometheus_url, 10).read().get(target),
+                 90, serve.process)
+        time.sleep(20)
+
+    # Control: production runs the tuned draft, so its acceptance matches and nothing drifts.
+    assert production("draft", live_figures_seen) == 0
+    assert jobs.drift_events() == []
+    assert jobs.jobs() == []
+
+    # Production now serves the same model name with the weak draft.
+    events = []
+    code = production("draft-weak", lambda serve: events.extend(
+        wait_for("a drift event", lambda: jobs.drift_events(), 180, serve.process)))
+    assert code == 0
+    event = events[0]
     assert event.live_model_name == target and event.tuned_study == ref.study_name
     assert event.tuned_acceptance_length == pytest.approx(ref.length)
     assert event.live_acceptance_length < 0.9 * ref.length and event.live_acceptance_rate < 0.9 * ref.rate

@@ -8,7 +8,6 @@ the job without measuring that trial again, and records how the run compares wit
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -16,8 +15,8 @@ import pytest
 
 from tuner.store import JobStore, ResultStore, open_database
 
-from .serve_process import ServeProcess, wait_for
-from .test_optimize_real import ENV, ROOT, SERVER_ARGS
+from .serve_process import ServeProcess, small_workload, wait_for
+from .test_optimize_real import ENV, SERVER_ARGS
 
 pytestmark = pytest.mark.integration
 
@@ -29,13 +28,6 @@ def once_at(when: datetime) -> str:
     """A cron expression (seconds last) that names one moment a year."""
     when = when.astimezone(timezone.utc)
     return f"{when.minute} {when.hour} {when.day} {when.month} * {when.second}"
-
-
-def small_workload(tmp_path: Path) -> Path:
-    lines = (ROOT / "workloads" / "code.jsonl").read_text().splitlines()[:10]
-    path = tmp_path / "code.jsonl"
-    path.write_text("".join(json.dumps({**json.loads(line), "max_tokens": 32}) + "\n" for line in lines))
-    return path
 
 
 def add_schedule(db: str, name: str, cron: str, workload: Path, model: Path) -> None:
@@ -104,9 +96,11 @@ def test_serve_runs_due_jobs_one_at_a_time_and_resumes_after_sigterm(tmp_path, t
         assert resumed.status == "finished", Path(resumed.log_path).read_text()
         assert resumed.attempts == 2
         trials = results.trials(study_name=second.study_name)
-        assert [t.status for t in trials] == ["complete", "complete"]
+        # The interrupted trial stays on record; the resumed run measured only what was missing.
+        assert [t.status for t in trials] == ["complete", "interrupted", "complete"]
         assert trials[0].optuna_trial_number == kept[0].optuna_trial_number  # not measured again
         assert trials[0].finished_at == kept[0].finished_at
+        assert trials[2].config == trials[1].config
         assert resumed.outcome in ("unchanged", "new best", "regressed")
         assert first.study_name in resumed.outcome_detail  # compared with the first job's study
         page = serve.get("/jobs")

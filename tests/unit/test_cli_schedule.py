@@ -4,6 +4,7 @@ a good schedule lists with its next run, run-now queues one job, remove keeps th
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -71,3 +72,21 @@ def test_add_list_run_now_remove(env):
     assert run(env, "schedule", "remove", "nightly").returncode == 0
     assert run(env, "schedule", "remove", "nightly").returncode == 2
     assert json.loads(run(env, "schedule", "list", "--json").stdout) == {"schedules": [], "jobs": []}
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--config", "missing.toml"), "missing.toml: no such config file; fix --config or TUNER_CONFIG"),
+    (("--drift-margin", "1.5"), "drift margin 1.5 must be a fraction between 0 and 1"),
+])
+def test_serve_refuses_bad_settings_before_starting(env, args, message):
+    result = subprocess.run([*TUNER, "serve", "--db", env["db"], "--port", "1", *args], capture_output=True,
+                            text=True, cwd=env["cwd"], timeout=60)
+    assert result.returncode == 2 and result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+    assert message in " ".join(result.stderr.split())
+
+
+def test_serve_reads_its_config_file(env, tmp_path):
+    (tmp_path / "tuner.toml").write_text('[serve]\ndrift_marginn = 0.2\n')
+    result = subprocess.run([*TUNER, "serve", "--db", env["db"]], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=60, env={**os.environ, "TUNER_CONFIG": "tuner.toml"})
+    assert result.returncode == 2 and "unknown key(s) drift_marginn" in result.stderr

@@ -11,7 +11,7 @@ import pytest
 
 from tuner.errors import UsageError
 from tuner.schedule.config import load_config, resolve
-from tuner.schedule.cron import check_cron, is_due, next_time
+from tuner.schedule.cron import check_cron, next_time
 from tuner.schedule.drift import DriftWatch, LiveAcceptance, Reference, queries
 from tuner.schedule.outcome import compare, study_outcome
 from tuner.schedule.runner import JobRunner, overlaps
