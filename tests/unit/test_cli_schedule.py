@@ -33,7 +33,7 @@ def add(env, *extra: str, name="nightly", cron="0 2 * * *") -> subprocess.Comple
 @pytest.mark.parametrize("extra,cron,message", [
     ((), "0 25 * * *", "--cron '0 25 * * *' is not a cron expression"),
     (("--k", "1-4", "--bogus", "1"), "0 2 * * *", "tuner optimize would refuse these options: No such option: --bogus"),
-    (("--json",), "0 2 * * *", "--json is set by the schedule"),
+    (("--json",), "0 2 * * *", "--json is set for each job"),
     (("--gpus", "first"), "0 2 * * *", "--gpus 'first' must list GPU indices"),
 ])
 def test_bad_schedules_are_refused_with_one_sentence(env, extra, cron, message):
