@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,3 +20,31 @@ def tiny_models() -> Path:
     if not (MODELS / "STAMP").exists():
         pytest.fail(f"no tiny models in {MODELS}: run `make models` (make test does it first)")
     return MODELS
+
+
+# The store's tests run against both databases the tuner supports: SQLite (the default) and the
+# real PostgreSQL of this machine (CI's too), each test on a database of its own.
+POSTGRES_ADMIN = os.environ.get("TUNER_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tuner.db'}"
+        return
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import OperationalError
+
+    admin = create_engine(POSTGRES_ADMIN, isolation_level="AUTOCOMMIT")
+    name = f"tuner_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f"CREATE DATABASE {name}"))
+    except OperationalError as exc:
+        pytest.fail(f"no PostgreSQL at {POSTGRES_ADMIN} ({exc.orig}); start it or set TUNER_TEST_POSTGRES")
+    try:
+        yield POSTGRES_ADMIN.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        admin.dispose()

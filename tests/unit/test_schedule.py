@@ -24,8 +24,10 @@ T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def engine(tmp_path):
-    return open_database(f"sqlite:///{tmp_path / 'tuner.db'}")
+def engine(db_url):
+    engine = open_database(db_url)
+    yield engine
+    engine.dispose()
 
 
 @pytest.fixture

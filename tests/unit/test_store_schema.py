@@ -18,8 +18,8 @@ from tuner.store.models import Base
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_alembic_upgrade_head_matches_the_models(tmp_path):
-    url = f"sqlite:///{tmp_path / 'empty.db'}"
+def test_alembic_upgrade_head_matches_the_models(db_url):
+    url = db_url
     subprocess.run([sys.executable, "-m", "alembic", "upgrade", "head"], cwd=ROOT, check=True,
                    env={**os.environ, "TUNER_DB": url}, capture_output=True)
     engine = create_engine(url)
@@ -38,8 +38,8 @@ def test_new_database_is_created_and_uses_wal(tmp_path):
         assert connection.execute(text("PRAGMA busy_timeout")).scalar() == 30000
 
 
-def test_out_of_date_schema_is_refused_with_the_fix(tmp_path):
-    url = f"sqlite:///{tmp_path / 'old.db'}"
+def test_out_of_date_schema_is_refused_with_the_fix(db_url):
+    url = db_url
     open_database(url)
     engine = create_engine(url)
     with engine.begin() as connection:
@@ -48,13 +48,13 @@ def test_out_of_date_schema_is_refused_with_the_fix(tmp_path):
         open_database(url)
 
 
-def test_upgrade_from_0002_keeps_the_figures_and_files_them_under_the_run_load(tmp_path):
+def test_upgrade_from_0002_keeps_the_figures_and_files_them_under_the_run_load(db_url):
     from alembic import command
 
     from tuner.store import ResultStore
     from tuner.store.db import alembic_config, upgrade
 
-    url = f"sqlite:///{tmp_path / 'v2.db'}"
+    url = db_url
     command.upgrade(alembic_config(url), "0002")
     engine = create_engine(url)
     with engine.begin() as c:

@@ -44,8 +44,8 @@ def fake_measurement(spec, tokens_per_s, failed=0, per_position=None, load="conc
 
 
 @pytest.fixture
-def setup(tmp_path):
-    url = f"sqlite:///{tmp_path / 't.db'}"
+def setup(tmp_path, db_url):
+    url = db_url
     path = tmp_path / "code.jsonl"
     path.write_text('{"prompt": "x"}\n')
     workload = Workload(path=path, type="code", requests=(Request(line=1, prompt="x"),))

@@ -14,8 +14,8 @@ from tuner.web import create_app
 EVIL = "<script>alert(1)</script>"
 
 
-def test_jobs_page_shows_schedules_outcomes_and_drift(tmp_path):
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_jobs_page_shows_schedules_outcomes_and_drift(tmp_path, db_url):
+    db = db_url
     jobs = JobStore(open_database(db))
     schedule = jobs.add_schedule(name="nightly", cron="0 2 * * *", timezone="Europe/Berlin", model=EVIL,
                                  workload="/w/code.jsonl", workload_type="code",

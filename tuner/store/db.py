@@ -21,7 +21,12 @@ ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
 
 
 def database_url(url: str | None = None) -> str:
-    return url or os.environ.get(DB_ENV) or DEFAULT_DB
+    """The URL given, else $TUNER_DB, else SQLite in the working folder. A bare postgresql://
+    URL means psycopg 3 (a dependency), not SQLAlchemy's default driver psycopg2."""
+    url = url or os.environ.get(DB_ENV) or DEFAULT_DB
+    if url.startswith(("postgresql://", "postgres://")):
+        url = "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
@@ -78,11 +83,13 @@ def optuna_storage(url: str):
     """Optuna's RDB storage on the same database; SQLite waits for locks like our own engine."""
     import optuna
 
+    url = database_url(url)
     kwargs = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {}
     return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
 
 
 def alembic_config(url: str) -> Config:
+    url = database_url(url)
     config = Config()
     config.set_main_option("script_location", str(ALEMBIC_DIR))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
