@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,6 +67,14 @@ ServerArgOpt = Annotated[Optional[list[str]], typer.Option(
 StartTimeoutOpt = Annotated[float, typer.Option(help="Seconds to wait for /health.")]
 LogDirOpt = Annotated[Path, typer.Option(help="Where server logs go.")]
 RateOpt = Annotated[Optional[float], typer.Option(help="Requests per second for --load rate.")]
+GpusOpt = Annotated[Optional[str], typer.Option(
+    help="GPUs this command owns, like 0,1 (CUDA_VISIBLE_DEVICES of its servers; with --workers "
+         "they are split between the workers). Default: the host's.")]
+GpuFreeTimeoutOpt = Annotated[float, typer.Option(
+    help="Seconds to wait for the previous server's GPU memory to be released before a start.")]
+HeartbeatOpt = Annotated[int, typer.Option(
+    help="Seconds between a running trial's heartbeats; after three missed ones another worker "
+         "reruns the trial.")]
 DbOpt = Annotated[Optional[str], typer.Option(
     help="Results database URL (env TUNER_DB; default sqlite:///tuner.db).")]
 
@@ -189,11 +199,22 @@ def optimize(
     start_timeout: StartTimeoutOpt = 900.0,
     log_dir: LogDirOpt = Path(".tuner/logs"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+    workers: Annotated[int, typer.Option(
+        help="Processes measuring the study at once on this host (each with its own server); "
+             "more than one needs PostgreSQL (--db postgresql://...). `tuner worker` joins from "
+             "other hosts.")] = 1,
+    gpus: GpusOpt = None,
+    gpu_free_timeout: GpuFreeTimeoutOpt = 120.0,
+    heartbeat: HeartbeatOpt = 30,
+    join: Annotated[bool, typer.Option(hidden=True, help="Join a study others run (tuner worker).")] = False,
 ) -> None:
     """Search (method, draft, k) with an Optuna study; every trial is a real measurement."""
+    from tuner.engine.gpus import parse_gpus, split_gpus
     from tuner.search import optimize as run_study
+    from tuner.search import study_name
     from tuner.search.checks import check_space
     from tuner.search.plan import plan_study
+    from tuner.search.workers import remember_command
     from tuner.store import ResultStore, database_url, open_database, optuna_storage
 
     with user_errors("the vLLM server was stopped; finished trials are stored, "
@@ -202,22 +223,38 @@ def optimize(
             study_file, methods=method, drafts=draft, k=k, ngram_lookup=ngram_lookup, load=load,
             concurrency=concurrency, rate=rate, time_scale=time_scale, seed=seed,
             server_cmd=server_cmd, server_args=server_arg, trials=trials, noise=noise,
-            strategy=strategy, slos=slo, warm_start=warm_start, name=name)
+            strategy=strategy, slos=slo, warm_start=warm_start, name=name, join=join)
         loaded = load_workload(workload, workload_type)
+        url = database_url(db)
+        if (workers > 1 or join) and url.startswith("sqlite"):
+            raise UsageError("several workers on one study need a database they can share: SQLite "
+                             "is one file on one host and locks under concurrent writers; pass "
+                             "--db postgresql://USER@HOST/DB")
+        if workers < 1:
+            raise UsageError(f"--workers must be >= 1, got {workers}")
+        gpu_sets = split_gpus(owned, workers) if (owned := parse_gpus(gpus)) else [None] * workers
         settings = MeasureSettings(
             load=plan.loads[0], extra_loads=plan.loads[1:], warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, request_timeout_s=request_timeout,
             default_max_tokens=max_tokens,
             server=ServerOptions(server_cmd=plan.server_cmd, server_args=plan.server_args,
-                                 start_timeout_s=start_timeout, log_dir=log_dir),
+                                 start_timeout_s=start_timeout, log_dir=log_dir, gpus=gpu_sets[0],
+                                 gpu_free_timeout_s=gpu_free_timeout),
         )
         space = plan.space
         check_space(space, model)
-        url = database_url(db)
         engine = open_database(url)
         store = ResultStore(engine)
-        with StudyProgressView(err_console) as progress:
-            outcome = run_study(model, loaded, space, settings, store, optuna_storage(url),
-                                plan.options, progress)
+        storage = optuna_storage(url, heartbeat)
+        name = plan.options.name or study_name(model, loaded.type, settings.loads_label)
+        if not join:
+            remember_command(storage, name, sys.argv[sys.argv.index("optimize") + 1:]
+                             if "optimize" in sys.argv else [], os.getcwd())
+        helpers = start_workers(name, url, gpu_sets[1:], heartbeat, gpu_free_timeout, log_dir)
+        try:
+            with StudyProgressView(err_console) as progress:
+                outcome = run_study(model, loaded, space, settings, store, storage, plan.options, progress)
+        finally:
+            stop_workers(helpers)
         rows = store.trials(study_name=outcome.study_name)
         if as_json:
             print(json.dumps(outcome_dict(outcome), indent=2))
@@ -398,6 +435,70 @@ def _check_optimize_options(args: list[str]) -> None:
     except typer.exceptions.TyperException as exc:  # Typer's (vendored) click parse errors
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         raise UsageError(f"tuner optimize would refuse these options: {message}") from None
+
+
+def start_workers(name: str, url: str, gpu_sets: list, heartbeat: int, gpu_free_timeout: float,
+                  log_dir: Path) -> list[subprocess.Popen]:
+    """`tuner worker` processes beside this one, each in its own process group with its log."""
+    helpers = []
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for i, gpus in enumerate(gpu_sets, start=1):
+        argv = [sys.executable, "-m", "tuner.cli", "worker", "--study", name, "--db", url,
+                "--heartbeat", str(heartbeat), "--gpu-free-timeout", str(gpu_free_timeout)]
+        if gpus:
+            argv += ["--gpus", ",".join(map(str, gpus))]
+        log_path = log_dir / f"worker-{i}-{os.getpid()}.log"
+        with log_path.open("wb") as log:
+            helpers.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True))
+        err_console.print(f"worker {i} started (pid {helpers[-1].pid}, log {log_path})", highlight=False)
+    return helpers
+
+
+def stop_workers(helpers: list[subprocess.Popen]) -> None:
+    """Wait for the workers to finish their trials; on Ctrl-C, interrupt them (they resume)."""
+    try:
+        for helper in helpers:
+            helper.wait()
+    except KeyboardInterrupt:
+        for helper in helpers:
+            if helper.poll() is None:
+                os.killpg(helper.pid, signal.SIGINT)
+        for helper in helpers:
+            helper.wait()
+        raise
+
+
+@app.command()
+def worker(
+    study: Annotated[str, typer.Option(help="Name of the study to join (as `tuner optimize` named it).")],
+    db: Annotated[str, typer.Option(help="The study's database: PostgreSQL, shared by every worker.")],
+    gpus: GpusOpt = None,
+    gpu_free_timeout: GpuFreeTimeoutOpt = 120.0,
+    heartbeat: HeartbeatOpt = 30,
+) -> None:
+    """Join a study started by `tuner optimize`: measure its next trials until it is done."""
+    from tuner.search.workers import stored_command
+    from tuner.store import database_url, open_database, optuna_storage
+
+    with user_errors():
+        url = database_url(db)
+        if url.startswith("sqlite"):
+            raise UsageError("a worker shares its study with other processes, which SQLite cannot "
+                             "do safely; keep the study on PostgreSQL (--db postgresql://USER@HOST/DB)")
+        open_database(url)
+        command = stored_command(optuna_storage(url, heartbeat), study)
+        if command is None:
+            raise UsageError(f"no study {study!r} started by `tuner optimize` in {url}; start it there "
+                             "first (tuner optimize ... --db URL), then join it")
+        if Path(command["cwd"]).is_dir():
+            os.chdir(command["cwd"])  # its workload and study file paths may be relative
+        argv = [sys.executable, "-m", "tuner.cli", "optimize", *command["argv"], "--name", study,
+                "--db", url, "--join", "--heartbeat", str(heartbeat), "--gpu-free-timeout", str(gpu_free_timeout)]
+        if gpus:
+            argv += ["--gpus", gpus]
+        err_console.print(f"worker joins {study!r}", highlight=False)
+        os.execv(sys.executable, argv)  # the same process (and process group), now the study's loop
 
 
 @schedule_app.command("add", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -583,6 +684,8 @@ def _quiet_optuna() -> None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    # The tuner records running trials' heartbeats itself (tuner.search.workers.heartbeat).
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
 
 
 if __name__ == "__main__":

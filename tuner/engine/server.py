@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import logging
 import os
 import shlex
 import shutil
@@ -22,9 +23,12 @@ from pathlib import Path
 
 import httpx
 
+from tuner.engine.gpus import cuda_env, note_once, parse_gpus, place, tensor_parallel_size, wait_until_free
 from tuner.engine.log_cause import failure_cause, read_tail
 from tuner.engine.spec_config import SpecConfig
 from tuner.errors import ServerStartError, UsageError
+
+log = logging.getLogger("tuner.engine")
 
 SERVER_CMD_ENV = "TUNER_SERVER_CMD"
 CPU_SERVER_CMD = "{python} -m vllm.entrypoints.openai.api_server --model {model}"
@@ -66,6 +70,13 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
         return True
 
 
+def _dies_with_us(argv: list[str]) -> list[str]:
+    """The server gets SIGTERM when the process that started it dies, even by SIGKILL (a killed
+    worker must not leave a server holding its GPUs): util-linux's setpriv, where there is one."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else argv
+
+
 def process_group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -88,6 +99,8 @@ class ServerOptions:
     stop_grace_s: float = 20.0
     log_dir: Path = Path(".tuner/logs")
     env: dict[str, str] = field(default_factory=dict)
+    gpus: tuple[int, ...] | None = None  # the GPUs this worker owns (--gpus); None: the host's default
+    gpu_free_timeout_s: float = 120.0  # wait for the previous server's GPU memory to be released
 
 
 class VllmServer:
@@ -132,16 +145,17 @@ class VllmServer:
     def start(self) -> None:
         """Start the server and return once ``GET /health`` answers 200."""
         argv = self.checked_command()
+        gpu_env = self._place_on_gpus()
         self.log_path = self._new_log_path()
         started = time.monotonic()
         with self.log_path.open("wb") as log:
             log.write(f"# {shlex.join(argv)}\n".encode())
             log.flush()
             self.process = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                _dies_with_us(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 # Dev mode serves POST /reset_prefix_cache, used between repeats; the server
                 # binds to loopback by default, so its other dev endpoints stay local.
-                env={"VLLM_SERVER_DEV_MODE": "1", **os.environ, **self.options.env},
+                env={"VLLM_SERVER_DEV_MODE": "1", **os.environ, **self.options.env, **gpu_env},
                 start_new_session=True,
             )
         try:
@@ -150,6 +164,19 @@ class VllmServer:
             self.stop()
             raise
         self.startup_s = time.monotonic() - started
+
+    def _place_on_gpus(self) -> dict[str, str]:
+        """The GPUs this server takes (the first T of the worker's), once the previous server's
+        memory is released on them; their CUDA_VISIBLE_DEVICES."""
+        args = list(self.options.server_args)
+        placed = place(self.options.gpus, args)
+        watched = placed
+        if watched is None:  # no --gpus: the server takes the first T GPUs it can see
+            with contextlib.suppress(UsageError):  # UUIDs in CUDA_VISIBLE_DEVICES: not watched
+                visible = parse_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
+                watched = place(visible or tuple(range(tensor_parallel_size(args))), args)
+        note_once(wait_until_free(watched, self.options.gpu_free_timeout_s), log.warning)
+        return cuda_env(placed)
 
     def _new_log_path(self) -> Path:
         log_dir = self.options.log_dir

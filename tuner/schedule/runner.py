@@ -1,7 +1,7 @@
 """Running queued jobs: each is `tuner optimize` as a child process, one at a time per GPU set.
 
-A job's GPU set is ``--gpus`` of its schedule ("0,1"), passed as CUDA_VISIBLE_DEVICES; no set
-means every GPU of the host, so such a job shares with every other. Jobs start in queue order,
+A job's GPU set is ``--gpus`` of its schedule ("0,1"), passed on to `tuner optimize --gpus`; no
+set means every GPU of the host, so such a job shares with every other. Jobs start in queue order,
 and a job never jumps ahead of an earlier one that waits for the same GPUs.
 
 Stopping sends SIGINT to a job's process group: `tuner optimize` then stops its vLLM server and
@@ -60,6 +60,8 @@ class JobRunner:
         argv = [sys.executable, "-m", "tuner.cli", "optimize", *job.argv, "--db", self.db_url]
         if not any(a == "--log-dir" or a.startswith("--log-dir=") for a in job.argv):
             argv += ["--log-dir", str(self.log_dir / "servers")]  # beside the job logs, not in the cwd
+        if job.gpus:
+            argv += ["--gpus", job.gpus]  # its servers see only these, and wait until they are free
         return argv
 
     def start_ready(self) -> list[JobRow]:
@@ -77,13 +79,10 @@ class JobRunner:
         log_path = self.log_dir / f"job-{job.id}-{time.strftime('%Y%m%d-%H%M%S')}.log"
         if not self.jobs.claim(job.id, str(log_path)):
             return False  # another process took it
-        env = dict(os.environ)
-        if job.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = job.gpus
         with log_path.open("ab") as out:
             # Its own session: stopping the job reaches its vLLM server, and nothing else.
             process = subprocess.Popen(self.argv(job), stdout=out, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                                       stdin=subprocess.DEVNULL, start_new_session=True)
         self.jobs.set_pid(job.id, process.pid)
         self.running[job.id] = RunningJob(self.jobs.job(job.id), process)
         log.info("job %d (%s, %s) started: pid %d, log %s", job.id, job.schedule_name, job.reason,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 from tuner.search.predict import Observation, Prediction, StepCostModel
@@ -89,20 +89,25 @@ class GuidedSearch:
         self.prior = list(prior)
         self.first = list(first)
 
-    def propose(self, measured: dict[str, Observation | None]) -> Proposal | None:
-        """The next config to measure, or None to stop. ``measured`` maps every config key already
-        run to its observation (None when the trial failed: it is not proposed again)."""
-        todo = [c for c in self.candidates if key_of(c.params) not in measured]
+    def propose(self, measured: dict[str, Observation | None],
+                pending: Collection[str] = ()) -> Proposal | None:
+        """The next config to measure, or None to stop (or, while ``pending`` is not empty, to
+        wait for it). ``measured`` maps every config key already run to its observation (None
+        when the trial failed: it is not proposed again); ``pending``: keys other workers are
+        measuring now."""
+        todo = [c for c in self.candidates if key_of(c.params) not in measured
+                and key_of(c.params) not in pending]
         if not todo:
             return None
         observed = [o for o in measured.values() if o is not None]
         baseline = self.candidates[0]
-        if key_of(baseline.params) not in measured:
+        if key_of(baseline.params) not in measured and key_of(baseline.params) not in pending:
             return Proposal(baseline, None, "the baseline comes first")
         for candidate in self.first:
-            if key_of(candidate.params) not in measured:
+            if key_of(candidate.params) not in measured and key_of(candidate.params) not in pending:
                 return Proposal(candidate, None, "warm start: the previous best")
-        tried = {drafter_of(c.params) for c in self.candidates if key_of(c.params) in measured}
+        tried = {drafter_of(c.params) for c in self.candidates
+                 if key_of(c.params) in measured or key_of(c.params) in pending}
         tried |= {o.drafter for o in self.prior}
         for candidate in todo:
             drafter = drafter_of(candidate.params)

@@ -101,7 +101,7 @@ def plan_study(
     time_scale: float | None = None, seed: int = 0, server_cmd: str | None = None,
     server_args: list[str] | None = None, trials: int | None = None, noise: float | None = None,
     strategy: str | None = None, slos: list[str] | None = None, warm_start: bool = True,
-    name: str | None = None,
+    name: str | None = None, join: bool = False,
 ) -> StudyPlan:
     """Flags win over the study file; the file wins over the defaults."""
     study = load_study_file(study_file) if study_file else {}
@@ -130,7 +130,7 @@ def plan_study(
         trials=trials or study.get("trials", 20),
         noise=noise if noise is not None else study.get("noise", DEFAULT_NOISE), seed=seed,
         strategy=strategy or study.get("strategy", "guided"),
-        slos=parse_slos(slos or study.get("slo", [])), warm_start=warm_start, name=name,
+        slos=parse_slos(slos or study.get("slo", [])), warm_start=warm_start, name=name, join=join,
     )
     return StudyPlan(space, loads, server_cmd or server_cfg.get("cmd"),
                      list(server_args or server_cfg.get("args", [])), options)

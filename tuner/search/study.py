@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -36,6 +37,7 @@ from tuner.search.predict import Observation
 from tuner.search.schedule import Schedule, best_single, tune_schedule
 from tuner.search.slo import Slo, pareto_front
 from tuner.search.space import Candidate, SearchSpace
+from tuner.search.workers import WAIT_S, fail_stale, has_waiting, heartbeat, pending_keys
 from tuner.store import ResultStore, TrialRow
 from tuner.trial import MeasureSettings, Measurement, Progress, measure_config_at_loads
 from tuner.workload import Workload
@@ -55,6 +57,9 @@ class OptimizeSettings:
     warm_start: bool = True
     name: str | None = None  # the Optuna study; default "model | workload type | load"
     z: float = DEFAULT_Z  # guided: how many standard deviations count as "plausibly better"
+    # A worker joining a study others run (`tuner worker`): it leaves their running trials alone
+    # (only stale ones are failed), and the creator alone measures the final k schedule.
+    join: bool = False
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -104,11 +109,16 @@ def _close_stale_trials(study: optuna.Study) -> None:
         study.tell(trial.number, state=TrialState.FAIL)
 
 
+def _to_rerun(t: optuna.trial.FrozenTrial) -> bool:
+    """Failed without a cause of its own: interrupted, or its worker died. Run it again."""
+    return t.state == TrialState.FAIL and "failure_cause" not in t.user_attrs
+
+
 def _measured(study: optuna.Study) -> dict[str, Observation | None]:
     """Config key -> what its trial gave the guided model (None: it failed, do not retry)."""
     measured: dict[str, Observation | None] = {}
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
-        if t.state == TrialState.FAIL and t.user_attrs.get(INTERRUPTED):
+        if _to_rerun(t):
             continue
         tps = t.user_attrs.get("tokens_per_s_geomean", t.user_attrs.get("tokens_per_s_median"))
         measured[key_of(t.params)] = (
@@ -120,7 +130,7 @@ def _measured(study: optuna.Study) -> dict[str, Observation | None]:
 def _queue(study: optuna.Study, candidates: Sequence[Candidate], measured: dict, strategy: str) -> list[Candidate]:
     """For tpe and grid: interrupted configs first, then the baseline (tpe) or everything (grid)."""
     interrupted = [key_of(t.params) for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-                   if t.user_attrs.get(INTERRUPTED) and key_of(t.params) not in measured]
+                   if _to_rerun(t) and key_of(t.params) not in measured]
     by_key = {key_of(c.params): c for c in candidates}
     queue = [by_key[k] for k in dict.fromkeys(interrupted) if k in by_key]
     rest = [c for c in candidates if key_of(c.params) not in measured and c not in queue]
@@ -167,14 +177,15 @@ def optimize(
     name = options.name or study_name(model, workload.type, settings.loads_label)
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize",
                                 sampler=make_sampler(options), load_if_exists=True)
-    _close_stale_trials(study)
-    store.mark_stale_running(name)
+    if not options.join:  # alone on the study: whatever is still running was left by a dead run
+        _close_stale_trials(study)
+        store.mark_stale_running(name)
     candidates = space.candidates()
     measured = _measured(study)
     guided = None
     if options.strategy == "guided":
         prior, first = ([], [])
-        if options.warm_start and not measured:
+        if options.warm_start and not measured and not options.join:
             prior, first = warm_start(store, model, workload.type, settings.loads_label, name,
                                       candidates, options.noise)
         guided = GuidedSearch(candidates, DEFAULT_RUN_NOISE, options.z, prior=prior, first=first)
@@ -189,36 +200,49 @@ def optimize(
     starts_per_trial = settings.repeats if settings.repeat_mode == "fresh-server" else 1
     budget = min(options.trials, len(candidates))
     try:
-        while len(measured) < budget:
-            if guided is not None:
-                guided.noise = run_noise([r.tokens_per_s_mad / r.tokens_per_s
-                                          for r in store.trials(study_name=name)
-                                          if r.repeats > 1 and r.tokens_per_s and r.tokens_per_s_mad is not None])
-                proposal = guided.propose(measured)
-                if proposal is None:
+        while True:
+            # Other workers' trials count against the budget, and while any runs this worker
+            # waits rather than stops: its result changes what is worth measuring, and if its
+            # worker dies the trial comes back to be run again.
+            fail_stale(study, store)
+            measured, pending = _measured(study), pending_keys(study)
+            done = len(measured) + len(pending) >= budget
+            if not done and not has_waiting(study):
+                if guided is not None:
+                    guided.noise = run_noise([r.tokens_per_s_mad / r.tokens_per_s
+                                              for r in store.trials(study_name=name)
+                                              if r.repeats > 1 and r.tokens_per_s and r.tokens_per_s_mad is not None])
+                    proposal = guided.propose(measured, pending)
+                    if proposal is None:
+                        done = True
+                    else:
+                        attrs = {"proposal_reason": proposal.reason}
+                        if proposal.prediction is not None:
+                            attrs |= {"predicted_tokens_per_s": proposal.prediction.tokens_per_s,
+                                      "predicted_sigma": proposal.prediction.sigma}
+                        study.enqueue_trial(proposal.candidate.params, user_attrs=attrs)
+                elif not queue and options.strategy == "grid":
+                    done = True
+            if done:
+                if not pending:
                     break
-                attrs = {"proposal_reason": proposal.reason}
-                if proposal.prediction is not None:
-                    attrs |= {"predicted_tokens_per_s": proposal.prediction.tokens_per_s,
-                              "predicted_sigma": proposal.prediction.sigma}
-                study.enqueue_trial(proposal.candidate.params, user_attrs=attrs)
-            elif not queue and options.strategy == "grid":
-                break
+                time.sleep(WAIT_S)
+                continue
             trial = study.ask()
             candidate = space.suggest(trial)
             if options.strategy != "guided":
                 queue = [c for c in queue if c.params != candidate.params]
-            if key_of(candidate.params) in measured:
-                # TPE proposed a config already measured: nothing new to learn from a restart.
+            if key_of(candidate.params) in measured or key_of(candidate.params) in pending_keys(study, trial.number):
+                # Measured already, or another worker measures it now: a restart would teach nothing.
                 study.tell(trial, state=TrialState.PRUNED)
                 duplicates += 1
                 if duplicates > 20 * len(candidates):
                     break
                 continue
-            measurements = _run_trial(study, trial, candidate, model, workload, settings, store,
-                                      run_id, progress, (len(measured), budget), options.slos)
+            with heartbeat(storage, trial):
+                measurements = _run_trial(study, trial, candidate, model, workload, settings, store,
+                                          run_id, progress, (len(measured), budget), options.slos)
             restarts += starts_per_trial
-            measured = _measured(study)
             if measurements:
                 vllm_version = measurements[0].server.vllm_version or vllm_version
             rows = [r for r in store.trials(study_name=name) if r.optuna_trial_number == trial.number]
@@ -226,7 +250,7 @@ def optimize(
                 progress.trial_finished(row)
             _store_pareto(store, run_id, name)
         schedule, schedule_rows, single = None, None, None
-        if len(settings.loads) > 1:
+        if len(settings.loads) > 1 and not options.join:
             rows = store.trials(study_name=name)
             single = best_single(rows, settings.loads, options.slos)
             schedule = tune_schedule(rows, settings.loads, options.noise, options.slos)

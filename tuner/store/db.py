@@ -79,13 +79,22 @@ def open_read_only(url: str | None = None) -> Engine:
     return engine
 
 
-def optuna_storage(url: str):
-    """Optuna's RDB storage on the same database; SQLite waits for locks like our own engine."""
+HEARTBEAT_S = 30  # a running trial's heartbeat; after 3 missed ones another worker reruns it
+
+
+def optuna_storage(url: str, heartbeat_s: int = HEARTBEAT_S):
+    """Optuna's RDB storage on the same database; SQLite waits for locks like our own engine.
+
+    Running trials send heartbeats. A trial whose worker died (no heartbeat for three intervals)
+    is failed by the next worker that looks, and Optuna queues it again
+    (RetryHeartbeatStaleTrialCallback), so another worker reruns it."""
     import optuna
 
     url = database_url(url)
     kwargs = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {}
-    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+    return optuna.storages.RDBStorage(
+        url, engine_kwargs=kwargs, heartbeat_interval=heartbeat_s, grace_period=3 * heartbeat_s,
+        heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=2))
 
 
 def alembic_config(url: str) -> Config:

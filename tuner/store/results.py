@@ -194,6 +194,15 @@ class ResultStore:
                 run.status, run.finished_at = "interrupted", run.finished_at or _now()
             return len(stale)
 
+    def fail_running_trial(self, study_name: str, number: int, cause: str) -> None:
+        """A trial whose worker died (another worker found its heartbeat stale)."""
+        with Session(self.engine) as session, session.begin():
+            for trial in session.scalars(
+                    select(TrialRecord).join(StudyRun).where(
+                        StudyRun.study_name == study_name, TrialRecord.optuna_trial_number == number,
+                        TrialRecord.status == "running")):
+                trial.status, trial.finished_at, trial.failure_cause = "failed", _now(), cause
+
     def trials(self, study_name: str | None = None, model: str | None = None,
                workload_type: str | None = None) -> list[TrialRow]:
         query = (select(TrialRecord).join(StudyRun).join(TargetModel).join(WorkloadRecord)

@@ -1,0 +1,109 @@
+"""Several workers on one study: Optuna's heartbeats on running trials, stale ones failed and
+queued again, and what the other workers are measuring right now.
+
+Every worker runs the same loop (`tuner.search.study.optimize`) on the shared RDB study; Optuna
+hands each waiting trial to exactly one of them. A worker that dies stops sending heartbeats;
+the next worker to look fails its trial (Optuna's ``fail_stale_trials``), Optuna's
+RetryHeartbeatStaleTrialCallback queues it again, and the trial is run once more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import warnings
+from collections.abc import Iterator
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.search.guided import key_of
+from tuner.store import ResultStore
+
+WAIT_S = 5.0  # between looks at the study while other workers' trials decide what comes next
+STALE_CAUSE = "its worker stopped sending heartbeats (killed or cut off); the trial is queued again"
+
+
+@contextlib.contextmanager
+def heartbeat(storage: optuna.storages.BaseStorage, trial: optuna.Trial) -> Iterator[None]:
+    """Record the trial's heartbeat while it runs (Optuna only does so inside study.optimize)."""
+    interval = storage.get_heartbeat_interval() if isinstance(storage, optuna.storages.RDBStorage) else None
+    if not interval:
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            storage.record_heartbeat(trial._trial_id)
+            if stop.wait(interval):
+                return
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{trial.number}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def fail_stale(study: optuna.Study, store: ResultStore) -> list[int]:
+    """Fail trials whose worker died and record why; Optuna queues them again."""
+    before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    if not before:
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+    failed = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+              if t.number in before]
+    for number in failed:
+        store.fail_running_trial(study.study_name, number, STALE_CAUSE)
+    return failed
+
+
+def pending_keys(study: optuna.Study, but: int | None = None) -> set[str]:
+    """Configs other workers are measuring now (``but``: this worker's own trial)."""
+    return {key_of(t.params) for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if t.number != but and t.params}
+
+
+def has_waiting(study: optuna.Study) -> bool:
+    """A trial queued again (or enqueued by an earlier run) is taken before anything new."""
+    return bool(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+
+COMMAND_ATTR = "tuner_command"
+# Options each worker sets for itself; the rest of the creator's command is the study's.
+OWN_OPTIONS = {"--db": True, "--workers": True, "--gpus": True, "--heartbeat": True,
+               "--gpu-free-timeout": True, "--name": True, "--join": False, "--json": False}
+
+
+def study_options(argv: list[str]) -> list[str]:
+    """`tuner optimize` arguments without the ones every worker sets for itself."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in OWN_OPTIONS:
+            skip = OWN_OPTIONS[name] and "=" not in arg
+            continue
+        kept.append(arg)
+    return kept
+
+
+def remember_command(storage: optuna.storages.BaseStorage, name: str, argv: list[str], cwd: str) -> None:
+    """Store the creator's command on the study, so that `tuner worker --study NAME` can join."""
+    study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True)
+    study.set_user_attr(COMMAND_ATTR, {"argv": study_options(argv), "cwd": cwd})
+
+
+def stored_command(storage: optuna.storages.BaseStorage, name: str) -> dict | None:
+    try:
+        study = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        return None
+    return study.user_attrs.get(COMMAND_ATTR)
