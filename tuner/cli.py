@@ -249,10 +249,12 @@ def optimize(
         if not join:
             remember_command(storage, name, sys.argv[sys.argv.index("optimize") + 1:]
                              if "optimize" in sys.argv else [], os.getcwd())
-        helpers = start_workers(name, url, gpu_sets[1:], heartbeat, gpu_free_timeout, log_dir)
+        helpers: list[subprocess.Popen] = []
         try:
             with StudyProgressView(err_console) as progress:
-                outcome = run_study(model, loaded, space, settings, store, storage, plan.options, progress)
+                outcome = run_study(model, loaded, space, settings, store, storage, plan.options, progress,
+                                    on_ready=lambda: helpers.extend(start_workers(
+                                        name, url, gpu_sets[1:], heartbeat, gpu_free_timeout, log_dir)))
         finally:
             stop_workers(helpers)
         rows = store.trials(study_name=outcome.study_name)

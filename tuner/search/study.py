@@ -20,7 +20,7 @@ import json
 import math
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -172,8 +172,11 @@ def warm_start(store: ResultStore, model: str, workload_type: str, load: str, na
 def optimize(
     model: str, workload: Workload, space: SearchSpace, settings: MeasureSettings,
     store: ResultStore, storage: optuna.storages.BaseStorage, options: OptimizeSettings,
-    progress: StudyProgress,
+    progress: StudyProgress, on_ready: Callable[[], object] | None = None,
 ) -> StudyOutcome:
+    """``on_ready``: called once the study is set up (stale trials closed), before the first
+    trial: `tuner optimize --workers N` starts its other workers there, not earlier, so that
+    their first trials are not taken for leftovers of a dead run."""
     name = options.name or study_name(model, workload.type, settings.loads_label)
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize",
                                 sampler=make_sampler(options), load_if_exists=True)
@@ -196,6 +199,8 @@ def optimize(
         load=settings.loads_label, server_args=list(settings.server.server_args),
         host=platform.node(), gpu_name=gpu_name())
     store.set_run_fields(run_id, strategy=options.strategy, slos=[s.text for s in options.slos] or None)
+    if on_ready is not None:
+        on_ready()
     vllm_version, duplicates, status, restarts = None, 0, "interrupted", 0
     starts_per_trial = settings.repeats if settings.repeat_mode == "fresh-server" else 1
     budget = min(options.trials, len(candidates))
