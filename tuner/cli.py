@@ -264,6 +264,8 @@ def optimize(
         console.print(trials_table(rows))
         if error := prediction_error(rows):
             console.print(error)
+        if workers > 1 or join:
+            console.print(f"trials of this study, every worker's: {len(rows)}")
         console.print(f"server starts in this run: {outcome.restarts} "
                       f"(the grid of this space: {len(space.candidates())})")
         console.print(pareto_table(rows, plan.options.slos))

@@ -85,7 +85,49 @@ def load_study_file(path: Path) -> dict[str, Any]:
         if unknown:
             where = f"[{section}]" if section else "the top level"
             raise UsageError(f"{path}: unknown key '{unknown[0]}' in {where} (known: {', '.join(sorted(allowed))})")
+        for key, value in table.items():
+            if (expected := SHAPES.get((section, key))) and not _has_shape(value, expected[0]):
+                where = f"[{section}] {key}" if section else key
+                raise UsageError(f"{path}: {where} must be {expected[1]}, got {value!r}")
     return study
+
+
+def _has_shape(value: Any, shape: tuple) -> bool:
+    """``shape``: the allowed kinds, among int, float, str, "strs" (list of str), "nums"
+    (list of numbers), "table of int" and "table of strs"."""
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    checks = {
+        int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+        float: number,
+        str: lambda v: isinstance(v, str),
+        "strs": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+        "nums": lambda v: isinstance(v, list) and all(number(x) for x in v),
+        "table of int": lambda v: isinstance(v, dict) and all(checks[int](x) for x in v.values()),
+        "table of strs": lambda v: isinstance(v, dict) and all(checks["strs"](x) for x in v.values()),
+    }
+    return any(checks[kind](value) for kind in shape)
+
+
+# What each study-file key may hold, and how to say it.
+SHAPES: dict[tuple[str, str], tuple[tuple, str]] = {
+    ("", "trials"): ((int,), "a whole number"),
+    ("", "noise"): ((float,), "a number like 0.05"),
+    ("", "strategy"): ((str,), 'a string like "guided"'),
+    ("", "slo"): (("strs",), 'a list like ["tpot_p99_ms<=40"]'),
+    ("space", "methods"): (("strs",), 'a list like ["ngram", "draft_model"]'),
+    ("space", "k"): ((str, "nums", int), 'a string like "1-6" or a list like [1, 2, 4]'),
+    ("space", "ngram_lookup"): (("strs",), 'a list like ["2-4"]'),
+    ("space", "fixed_k"): (("table of int",), "a table like { dflash = 7 }"),
+    ("space", "drafts"): (("table of strs",), 'a table like { draft_model = ["/models/draft"] }'),
+    ("server", "cmd"): ((str,), 'a string like "vllm serve {model}"'),
+    ("server", "args"): (("strs",), 'a list like ["--max-model-len=4096"]'),
+    ("load", "mode"): ((str,), 'a string: "concurrency", "rate" or "trace"'),
+    ("load", "concurrency"): ((int, "nums", str), "a number or a list like [1, 4, 16]"),
+    ("load", "rate"): ((float, "nums", str), "a number or a list like [1, 4]"),
+    ("load", "time_scale"): ((float,), "a number like 1.0"),
+}
 
 
 def _ks(value: Any) -> tuple[int, ...]:
