@@ -4,43 +4,15 @@ tests/integration/test_optimize_real.py runs it on the real vLLM server)."""
 
 import pytest
 
+from fakes import Quiet, fake_measurement
 from tuner.engine import ServerOptions
-from tuner.metrics import Acceptance
-from tuner.replay import LoadSpec, Percentiles, ReplaySummary
+from tuner.replay import LoadSpec
 from tuner.search import OptimizeSettings, SearchSpace, optimize
 from tuner.search import study as study_module
 from tuner.search.slo import parse_slos
 from tuner.store import ResultStore, open_database, optuna_storage
-from tuner.trial import MeasureSettings, Measurement, NoProgress, RunResult, ServerRecord
+from tuner.trial import MeasureSettings
 from tuner.workload import Request, Workload
-
-
-class Quiet(NoProgress):
-    def trial_started(self, *args):
-        pass
-
-    def trial_finished(self, row):
-        pass
-
-
-def fake_measurement(spec, tokens_per_s, failed=0, per_position=None, load="concurrency 1", tpot=0.01):
-    p = Percentiles(tpot, tpot, tpot * 2, tpot * 3)
-    summary = ReplaySummary(requests=10, completed=10 - failed, failed=failed, duration_s=1.0,
-                            output_tokens=int(tokens_per_s), output_tokens_per_s=tokens_per_s,
-                            requests_per_s=10.0, ttft=p, tpot=p, e2e=p,
-                            errors=(f"{failed} x HTTP 500",) if failed else ())
-    server = ServerRecord(command=["vllm"], log_path="/tmp/x.log", startup_s=1.0, pid=1, port=1,
-                          vllm_version="0.32.0")
-    acceptance = None
-    if per_position is not None:
-        acceptance = Acceptance(100, 100 * len(per_position), int(100 * sum(per_position)),
-                                sum(per_position) / len(per_position), 1 + sum(per_position),
-                                tuple(per_position))
-    run = RunResult(repeat=0, summary=summary, acceptance=acceptance,
-                    server_generation_tokens=int(tokens_per_s), requests=[])
-    return Measurement(model="m", workload_path="w.jsonl", workload_type="code",
-                       spec=spec.to_vllm() if spec else None, load=load, warmup_requests=0,
-                       server=server, runs=[run], host="h", started_at="", finished_at="")
 
 
 @pytest.fixture
