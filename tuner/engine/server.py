@@ -70,6 +70,11 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
         return True
 
 
+def _port_taken(exc: ServerStartError) -> bool:
+    tail = " ".join(read_tail(exc.log_path)) if exc.log_path else ""
+    return "address already in use" in f"{exc} {tail}".lower()
+
+
 def _dies_with_us(argv: list[str]) -> list[str]:
     """The server gets SIGTERM when the process that started it dies, even by SIGKILL (a killed
     worker must not leave a server holding its GPUs): util-linux's setpriv, where there is one."""
@@ -143,7 +148,20 @@ class VllmServer:
         return argv
 
     def start(self) -> None:
-        """Start the server and return once ``GET /health`` answers 200."""
+        """Start the server and return once ``GET /health`` answers 200.
+
+        A port chosen here can be taken by another program before vLLM binds it: then the
+        start is tried once more on a new free port."""
+        try:
+            self._start_once()
+        except ServerStartError as exc:
+            if self.options.port is not None or not _port_taken(exc):
+                raise
+            log.warning("port %d was taken before vLLM could bind it; starting again on another", self.port)
+            self.port = free_port(self.options.host)
+            self._start_once()
+
+    def _start_once(self) -> None:
         argv = self.checked_command()
         gpu_env = self._place_on_gpus()
         self.log_path = self._new_log_path()
