@@ -444,8 +444,14 @@ def _check_optimize_options(args: list[str]) -> None:
 def start_workers(name: str, url: str, gpu_sets: list, heartbeat: int, gpu_free_timeout: float,
                   log_dir: Path) -> list[subprocess.Popen]:
     """`tuner worker` processes beside this one, each in its own process group with its log."""
-    helpers = []
-    log_dir.mkdir(parents=True, exist_ok=True)
+    helpers: list[subprocess.Popen] = []
+    if not gpu_sets:
+        return helpers
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the log folder {log_dir} ({exc.strerror}); "
+                         "pass a writable --log-dir") from None
     for i, gpus in enumerate(gpu_sets, start=1):
         argv = [sys.executable, "-m", "tuner.cli", "worker", "--study", name, "--db", url,
                 "--heartbeat", str(heartbeat), "--gpu-free-timeout", str(gpu_free_timeout)]

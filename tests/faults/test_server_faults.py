@@ -193,27 +193,39 @@ def test_faults_during_one_study(tmp_path, tiny_models):
                    "yes: the writer was never blocked"))
 
 
-def test_refused_before_any_server_starts(tmp_path, tiny_models):
-    """A missing draft, an unknown config key, an unwritable log folder: one sentence, exit 2,
-    and no server started."""
+def test_a_missing_draft_and_refusals_before_any_start(tmp_path, tiny_models):
+    """`tuner measure` with a missing draft or an unknown config key: vLLM exits at start and its
+    own error is the cause (`tuner optimize` refuses a missing draft before any start). An
+    unwritable log folder is refused before any server starts: one sentence, exit 2."""
+    missing = tmp_path / "no-draft"
     cases = {
-        "missing draft": (["measure", "--method", "draft_model", "--draft", str(tmp_path / "no-draft"), "--k", "2"],
-                          "does not exist"),
-        "unknown config key": (["measure", "--spec", '{"method": "ngram", "num_speculative_tokens": 2, "bogus_key": 1}'],
-                               "'bogus_key' is not a speculative-config field"),
-        "log folder not writable": (["optimize", "--k", "2", "--db", f"sqlite:///{tmp_path / 'u.db'}",
-                                     "--log-dir", "/etc/hostname/logs"], "cannot create the log folder"),
+        "server exits at start: missing draft (tuner measure)": (
+            ["measure", "--method", "draft_model", "--draft", str(missing), "--k", "2"], 1, str(missing)),
+        "refused before start: missing draft (tuner optimize)": (
+            ["optimize", "--method", "draft_model", "--draft", str(missing), "--k", "2",
+             "--db", f"sqlite:///{tmp_path / 'd.db'}"], 2, "does not exist"),
+        "server exits at start: unknown config key (tuner measure)": (
+            ["measure", "--spec", '{"method": "ngram", "num_speculative_tokens": 2, "bogus_key": 1}'], 1,
+            "bogus_key"),
+        "refused before start: log folder not writable": (
+            ["optimize", "--k", "2", "--db", f"sqlite:///{tmp_path / 'u.db'}", "--log-dir", "/etc/hostname/logs"],
+            2, "cannot create the log folder"),
     }
-    for case, (args, expected) in cases.items():
-        log_dir = [] if "--log-dir" in args else ["--log-dir", str(tmp_path / "refused")]
+    for number, (case, (args, code, expected)) in enumerate(cases.items()):
+        log_dir = tmp_path / f"logs-{number}"
+        extra = [] if "--log-dir" in args else ["--log-dir", str(log_dir)]
         t0 = time.time()
         result = subprocess.run([sys.executable, "-m", "tuner.cli", *args, "--workload",
                                  str(small_workload(tmp_path)), "--model", str(tiny_models / "target"),
-                                 *log_dir, *SERVER_ARGS], capture_output=True, text=True, env=ENV, timeout=300)
-        assert result.returncode == 2 and expected in result.stderr, (case, result.stderr)
-        assert not (tmp_path / "refused").exists()  # no server was started, no log written
-        report(Figures(f"refused before start: {case}", round(time.time() - t0, 1), result.stderr.strip()[:120],
-                       0, 0, 0, "stops: nothing started; the same command resumes once fixed"))
+                                 *extra, *SERVER_ARGS], capture_output=True, text=True, env=ENV, timeout=300)
+        seconds = time.time() - t0
+        assert result.returncode == code and expected in result.stderr, (case, result.stderr)
+        started = list(log_dir.glob("*.log")) if log_dir.exists() else []
+        assert bool(started) == (code == 1), case  # only the cases that exit at start started a server
+        survivors = [p for p in psutil.process_iter(["cmdline"]) if str(missing) in " ".join(p.info["cmdline"] or [])]
+        report(Figures(case, round(seconds, 1), result.stderr.strip().splitlines()[-1][:120], 0, len(survivors),
+                       ports_left(log_dir) if started else 0,
+                       "stops: the same command works once the input is fixed"))
 
 
 def test_a_server_that_never_becomes_ready(tmp_path, tiny_models):
