@@ -18,11 +18,11 @@ log_dir = "/data/jobs"
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from tuner.errors import UsageError
+from tuner.search.plan import read_toml
 
 DEFAULTS: dict[str, Any] = {
     "db": None, "host": "127.0.0.1", "port": 8080, "token": None, "prometheus": None,
@@ -35,13 +35,7 @@ TYPES = {"port": int, "drift_margin": float, "drift_for": float, "drift_every": 
 def load_config(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
-    try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such config file; fix --config or TUNER_CONFIG") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML ({exc})") from None
+    data = read_toml(path, "no such config file; fix --config or TUNER_CONFIG")
     unknown = set(data) - {"serve"} or set(data.get("serve", {})) - set(DEFAULTS)
     if unknown:
         raise UsageError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}; the [serve] table "

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.engine.server import process_group_alive
 from tuner.schedule.outcome import study_outcome
 from tuner.store import JobRow, JobStore, ResultStore
 
@@ -147,9 +148,9 @@ class JobRunner:
             log.warning("job %d: its process %d outlived the previous service; stopping it", job.id, job.pid)
             _signal_group(job.pid, signal.SIGINT)
             deadline = time.monotonic() + 120
-            while _alive(job.pid) and time.monotonic() < deadline:
+            while process_group_alive(job.pid) and time.monotonic() < deadline:
                 time.sleep(0.5)
-            if _alive(job.pid):
+            if process_group_alive(job.pid):
                 _signal_group(job.pid, signal.SIGKILL)
 
 
@@ -158,16 +159,6 @@ def _signal_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
     except ProcessLookupError:
         pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _is_job_process(job: JobRow) -> bool:

@@ -68,15 +68,20 @@ def parse_levels(value: Any, name: str, kind: type = int) -> tuple:
     return levels
 
 
-def load_study_file(path: Path) -> dict[str, Any]:
-    """Read a TOML study file; unknown keys are refused so that a typo is not silently ignored."""
+def read_toml(path: Path, missing: str) -> dict[str, Any]:
+    """A TOML file's tables; ``missing``: the sentence after "PATH: " when there is no file."""
     try:
         with path.open("rb") as handle:
-            study = tomllib.load(handle)
+            return tomllib.load(handle)
     except FileNotFoundError:
-        raise UsageError(f"{path}: no such study file") from None
+        raise UsageError(f"{path}: {missing}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML ({exc})") from None
+
+
+def load_study_file(path: Path) -> dict[str, Any]:
+    """Read a TOML study file; unknown keys are refused so that a typo is not silently ignored."""
+    study = read_toml(path, "no such study file")
     for section, allowed in KEYS.items():
         table = study.get(section, {}) if section else study
         if not isinstance(table, dict):
