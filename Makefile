@@ -74,7 +74,7 @@ demo: models
 		--concurrency 2 --db sqlite:///.tuner/demo.db $(DEMO_SERVER_ARGS)
 
 test: models browser prometheus compose-tool
-	$(BIN)/python -m pytest -v -rs
+	$(BIN)/python -m pytest -v -rs --durations=25
 
 unit: install
 	$(BIN)/python -m pytest -v -m "not integration"

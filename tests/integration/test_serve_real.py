@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from tuner.search import choose
 from tuner.store import JobStore, ResultStore, open_database
 
 from .serve_process import ServeProcess, small_workload, wait_for
@@ -31,12 +30,12 @@ def once_at(when: datetime) -> str:
     return f"{when.minute} {when.hour} {when.day} {when.month} * {when.second}"
 
 
-def add_schedule(db: str, name: str, cron: str, workload: Path, model: Path) -> None:
+def add_schedule(db: str, name: str, cron: str, workload: Path, model: Path, *options: str) -> None:
     import subprocess
     import sys
 
     result = subprocess.run([sys.executable, "-m", "tuner.cli", "schedule", "add", "--name", name, "--cron", cron,
-                             "--workload", str(workload), "--model", str(model), "--db", db, *JOB_OPTIONS],
+                             "--workload", str(workload), "--model", str(model), "--db", db, *JOB_OPTIONS, *options],
                             capture_output=True, text=True, env=ENV, timeout=120)
     assert result.returncode == 0, result.stderr
     assert f"schedule {name!r} added" in result.stdout
@@ -47,7 +46,12 @@ def test_serve_runs_due_jobs_one_at_a_time_and_resumes_after_sigterm(tmp_path, t
     workload = small_workload(tmp_path)
     due = datetime.now(timezone.utc) + timedelta(seconds=20)
     add_schedule(db, "first", once_at(due), workload, tiny_models / "target")
-    add_schedule(db, "second", once_at(due + timedelta(seconds=1)), workload, tiny_models / "target")
+    # The second job measures its whole (two-config) space: warm-started, it would stop after the
+    # baseline whenever the first job found ngram k=2 no faster (greedy 32-token replays on two
+    # noisy cores often do), and there would be no second trial to interrupt. The warm start
+    # itself is tested in test_optimize_real.py.
+    add_schedule(db, "second", once_at(due + timedelta(seconds=1)), workload, tiny_models / "target",
+                 "--strategy", "grid")
     engine = open_database(db)
     jobs, results = JobStore(engine), ResultStore(engine)
 
@@ -102,12 +106,6 @@ def test_serve_runs_due_jobs_one_at_a_time_and_resumes_after_sigterm(tmp_path, t
         assert trials[0].optuna_trial_number == kept[0].optuna_trial_number  # not measured again
         assert trials[0].finished_at == kept[0].finished_at
         assert trials[2].config == trials[1].config
-        # A new study per run, warm-started: the first job's winner is measured right after the
-        # baseline (when it had one: on a noisy host ngram k=2 may not clear the noise).
-        first_answer = choose(results.trials(study_name=first.study_name))
-        if not first_answer.keep_speculation_off:
-            assert trials[1].proposal_reason == "warm start: the previous best"
-            assert trials[1].config == first_answer.winner.config
         assert resumed.outcome in ("unchanged", "new best", "regressed")
         assert first.study_name in resumed.outcome_detail  # compared with the first job's study
         page = serve.get("/jobs")

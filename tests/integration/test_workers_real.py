@@ -1,7 +1,7 @@
 """Several workers on one study, on the REAL PostgreSQL of this machine and the REAL vLLM CPU build.
 
-Two workers share one study of six configurations; every configuration is measured exactly
-once, and their choice holds up against one worker's own measurement of the same space. Then
+Two workers share one study of seven configurations; every configuration is measured exactly
+once, and their choice holds up against one worker's own search of the same space. Then
 one of two workers is SIGKILLed mid-trial: the other reruns that trial, nothing completed is
 lost, and no server process outlives the killed worker.
 """
@@ -28,7 +28,7 @@ from .test_optimize_real import ENV, SERVER_ARGS
 
 pytestmark = pytest.mark.integration
 
-SPACE = ["--method", "ngram", "--strategy", "grid", "--warmup", "1", *SERVER_ARGS]
+SPACE = ["--warmup", "1", *SERVER_ARGS]
 
 
 def optimize(tmp_path: Path, models: Path, db: str, *args: str) -> list[str]:
@@ -36,54 +36,70 @@ def optimize(tmp_path: Path, models: Path, db: str, *args: str) -> list[str]:
             "--model", str(models / "target"), "--db", db, "--log-dir", str(tmp_path / "logs"), *SPACE, *args]
 
 
+def two_tier_space(models: Path) -> list[str]:
+    """ngram and the weak draft at k = 3, 6, 9: seven configs in two tiers. On this test's workload
+    one worker measured ngram at 92, 87 and 89 tok/s and the weak draft at 43, 34 and 27 (a grid
+    study, 2026-11-30): the tiers are twice apart, the ngram k's closer than this host's noise.
+    So a study's best must be an ngram config, whichever k."""
+    return ["--method", "ngram", "--method", "draft_model", "--draft", str(models / "draft-weak"),
+            "--k", "3,6,9"]
+
+
 def configs(rows, status: str = "complete") -> Counter:
     return Counter(r.label for r in rows if r.status == status)
 
 
 def test_two_workers_measure_each_config_once_and_agree_with_one(tmp_path, tiny_models, postgres_url):
+    space = two_tier_space(tiny_models)
     started = time.monotonic()
-    two = subprocess.run(optimize(tmp_path, tiny_models, postgres_url, "--k", "1-5", "--workers", "2",
-                                  "--name", "two workers"),
+    two = subprocess.run(optimize(tmp_path, tiny_models, postgres_url, *space, "--strategy", "grid",
+                                  "--workers", "2", "--name", "two workers"),
                          capture_output=True, text=True, env=ENV, timeout=1200)
     assert two.returncode == 0, two.stderr[-3000:]
     two_s = time.monotonic() - started
     store = ResultStore(open_database(postgres_url))
     rows = store.trials(study_name="two workers")
-    assert configs(rows) == Counter({label: 1 for label in configs(rows)}) and len(configs(rows)) == 6
-    assert len(rows) == 6, [(r.label, r.status) for r in rows]  # no config started twice
+    assert configs(rows) == Counter({label: 1 for label in configs(rows)}) and len(configs(rows)) == 7
+    assert len(rows) == 7, [(r.label, r.status) for r in rows]  # no config started twice
     runs = store.study_runs("two workers")
     assert len(runs) == 2  # the creator and the worker it started, one run each
 
+    # One worker on the same space, as a user would run it: the default (guided) search, without
+    # a warm start from the shared study.
     started = time.monotonic()
-    one = subprocess.run(optimize(tmp_path, tiny_models, postgres_url, "--k", "1-5", "--name", "one worker"),
+    one = subprocess.run(optimize(tmp_path, tiny_models, postgres_url, *space, "--strategy", "guided",
+                                  "--no-warm-start", "--name", "one worker"),
                          capture_output=True, text=True, env=ENV, timeout=1200)
     assert one.returncode == 0, one.stderr[-3000:]
-    print(f"\nwall time of a 6-trial study: {two_s:.0f} s with 2 workers, "
-          f"{time.monotonic() - started:.0f} s with 1 ({os.cpu_count()} CPUs)")
     alone_rows = [r for r in store.trials(study_name="one worker") if r.status == "complete"]
-    shared = choose(rows, noise=0.05)
+    print(f"\nwall time: the 7-config grid with 2 workers {two_s:.0f} s; the guided search with 1 worker "
+          f"{time.monotonic() - started:.0f} s ({len(alone_rows)} trials, {os.cpu_count()} CPUs)")
+    print(f"shared study: {[(r.label, round(r.tokens_per_s)) for r in rows]}; one worker: "
+          f"{[(r.label, round(r.tokens_per_s)) for r in alone_rows]}")
     # What two workers measure must be what one measures. Acceptance does not depend on the
     # load (greedy requests, the same prompts): it must agree config by config.
     alone_length = {r.label: r.mean_acceptance_length for r in alone_rows}
-    for r in rows:
-        if r.mean_acceptance_length is not None:
-            assert r.mean_acceptance_length == pytest.approx(alone_length[r.label], rel=0.02), r.label
-    # Tokens/s does: two servers at once share two cores, and a trial that overlaps the other
-    # worker's server start runs at a fraction of its speed (on a GPU host each worker has its
-    # own GPUs). So the choice is held to a loose bar here: the fastest config of the shared
-    # study, in one worker's own measurement, is within 25 % of that worker's fastest.
-    by_label = {r.label: r.tokens_per_s for r in alone_rows}
-    best_alone = max(t for label, t in by_label.items() if label != "baseline")
-    print(f"shared study: {[(r.label, round(r.tokens_per_s)) for r in rows]}; one worker: "
-          f"{[(label, round(t)) for label, t in by_label.items()]}")
-    assert by_label[shared.best.label] >= 0.75 * best_alone, (shared.best.label, by_label)
+    shared_length = {r.label: r.mean_acceptance_length for r in rows}
+    both = [label for label in alone_length if alone_length[label] is not None]
+    assert len(both) >= 2
+    for label in both:
+        assert shared_length[label] == pytest.approx(alone_length[label], rel=0.02), label
+    # Tokens/s does not: two servers at once share two cores, and a trial that overlaps the other
+    # worker's server start runs at a fraction of its speed (on a GPU host each worker has its own
+    # GPUs). Between the tiers the gap is far wider than that noise, so both studies must name an
+    # ngram config; which k within the tier is left to noise on this host.
+    shared, alone = choose(rows, noise=0.05), choose(alone_rows, noise=0.05)
+    assert shared.best.config["method"] == alone.best.config["method"] == "ngram", (shared.best.label,
+                                                                                   alone.best.label)
+    weak = [r.tokens_per_s for r in rows if r.config and r.config["method"] == "draft_model"]
+    assert shared.best.tokens_per_s > max(weak)
 
 
 def test_a_killed_workers_trial_is_rerun_by_the_other(tmp_path, tiny_models, postgres_url):
     logs = tmp_path / "logs"
     logs.mkdir()
-    creator = subprocess.Popen(optimize(tmp_path, tiny_models, postgres_url, "--k", "2,4", "--heartbeat", "3",
-                                        "--name", "shared"),
+    creator = subprocess.Popen(optimize(tmp_path, tiny_models, postgres_url, "--method", "ngram", "--k", "2,4",
+                                        "--strategy", "grid", "--heartbeat", "3", "--name", "shared"),
                                stdout=(logs / "creator.log").open("wb"), stderr=subprocess.STDOUT, env=ENV,
                                start_new_session=True)
     worker = None
