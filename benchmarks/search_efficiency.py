@@ -140,11 +140,15 @@ class Table:
     labels: dict[str, str]
 
     @classmethod
-    def load(cls, path: Path) -> Table:
+    def load(cls, path: Path, methods: list[str] | None = None, max_k: int | None = None) -> Table:
+        """``methods``, ``max_k``: simulate on that part of the measured space only."""
         record = json.loads(path.read_text())
         s = record["space"]
-        space = SearchSpace(methods=tuple(s["methods"]), ks=tuple(s["ks"]),
-                            drafts={m: tuple(d) for m, d in s["drafts"].items()},
+        kept = tuple(m for m in s["methods"] if not methods or m in methods)
+        if not kept:
+            raise SystemExit(f"none of --method {', '.join(methods or [])} is in the table ({', '.join(s['methods'])})")
+        space = SearchSpace(methods=kept, ks=tuple(k for k in s["ks"] if max_k is None or k <= max_k),
+                            drafts={m: tuple(d) for m, d in s["drafts"].items() if m in kept},
                             ngram_lookup=tuple(parse_lookup(x) for x in s["ngram_lookup"]))
         by_config = {json.dumps(c["config"], sort_keys=True): c for c in record["configs"]}
         runs, profile, labels = {}, {}, {}
@@ -216,14 +220,16 @@ STRATEGIES = {"grid": run_grid, "random": run_random, "tpe": run_tpe, "guided": 
 
 def simulate(args: argparse.Namespace) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    table = Table.load(args.table)
+    table = Table.load(args.table, args.method, args.max_k)
     record = json.loads(args.table.read_text())
     grid_size = len(table.runs)
     truth = {key: table.truth(key) for key in table.runs}
     best_key = max(truth, key=truth.get)
     best = truth[best_key]
     near = [table.labels[k] for k in truth if truth[k] >= best * (1 - WITHIN)]
-    print(f"table: {args.table} ({grid_size} configs, {record['load']}, measured on "
+    part = "" if not (args.method or args.max_k) else (
+        f" restricted to {', '.join(table.space.methods)}, k <= {max(table.space.ks)}")
+    print(f"table: {args.table}{part} ({grid_size} configs, {record['load']}, measured on "
           f"{record['host']} with {record['cpus']} CPUs, vLLM {record['vllm_version']})")
     print(f"grid's best: {table.labels[best_key]} at {best:.1f} tok/s (median of its replays); "
           f"within {WITHIN:.0%} of it: {', '.join(near)}")
@@ -278,6 +284,8 @@ def main() -> None:
     s.add_argument("--table", type=Path, default=TABLE)
     s.add_argument("--runs", type=int, default=200)
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--method", action="append", help="simulate on this method's configs only (repeatable)")
+    s.add_argument("--max-k", type=int, help="simulate on the configs with k <= this only")
     args = parser.parse_args()
     measure(args) if args.command == "measure" else simulate(args)
 

@@ -18,7 +18,7 @@ from tuner.store import ResultStore, open_database
 from tuner.trial import MeasureSettings, measure_config_at_loads
 from tuner.workload import load_workload
 
-from .test_optimize_real import ENV, ROOT, SERVER_ARGS
+from .test_optimize_real import ENV, ROOT, SERVER_ARGS, short_code_workload
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +58,7 @@ def test_the_server_honours_a_k_per_batch_size(tmp_path, tiny_models, monkeypatc
 def test_optimize_over_loads_tunes_and_measures_a_schedule(tmp_path, tiny_models):
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     result = subprocess.run(
-        [sys.executable, "-m", "tuner.cli", "optimize", "--workload", str(ROOT / "workloads" / "code.jsonl"),
+        [sys.executable, "-m", "tuner.cli", "optimize", "--workload", str(short_code_workload(tmp_path)),
          "--model", str(tiny_models / "target"), "--method", "draft_model",
          "--draft", str(tiny_models / "draft"), "--k", "1,3", "--concurrency", "1,4",
          "--db", db, "--log-dir", str(tmp_path / "logs"), *SERVER_ARGS, "--json"],

@@ -20,7 +20,7 @@ from .test_optimize_real import ENV, SERVER_ARGS
 
 pytestmark = pytest.mark.integration
 
-JOB_OPTIONS = ["--method", "ngram", "--k", "2", "--trials", "2", "--concurrency", "2", "--warmup", "1",
+JOB_OPTIONS = ["--method", "ngram", "--k", "2", "--concurrency", "2", "--warmup", "1",
                *SERVER_ARGS]
 
 
@@ -45,13 +45,13 @@ def test_serve_runs_due_jobs_one_at_a_time_and_resumes_after_sigterm(tmp_path, t
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     workload = small_workload(tmp_path)
     due = datetime.now(timezone.utc) + timedelta(seconds=20)
-    add_schedule(db, "first", once_at(due), workload, tiny_models / "target")
+    add_schedule(db, "first", once_at(due), workload, tiny_models / "target", "--trials", "1")
     # The second job measures its whole (two-config) space: warm-started, it would stop after the
     # baseline whenever the first job found ngram k=2 no faster (greedy 32-token replays on two
     # noisy cores often do), and there would be no second trial to interrupt. The warm start
     # itself is tested in test_optimize_real.py.
     add_schedule(db, "second", once_at(due + timedelta(seconds=1)), workload, tiny_models / "target",
-                 "--strategy", "grid")
+                 "--trials", "2", "--strategy", "grid")
     engine = open_database(db)
     jobs, results = JobStore(engine), ResultStore(engine)
 
@@ -70,7 +70,7 @@ def test_serve_runs_due_jobs_one_at_a_time_and_resumes_after_sigterm(tmp_path, t
                          serve.process)
         assert first.status == "finished", serve.log + Path(first.log_path).read_text()
         assert first.outcome == "first", first.outcome_detail
-        assert [t.status for t in results.trials(study_name=first.study_name)] == ["complete", "complete"]
+        assert [t.status for t in results.trials(study_name=first.study_name)] == ["complete"]
         second = wait_for("the second job to start", lambda: (j := job_of("second")).started_at and j, 30,
                           serve.process)
         assert second.started_at >= first.finished_at

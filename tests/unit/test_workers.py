@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 
 from tuner.search.guided import GuidedSearch, key_of
 from tuner.search.space import SearchSpace
-from tuner.search.workers import (STALE_CAUSE, fail_stale, has_waiting, heartbeat, pending_keys,
+from tuner.search.workers import (fail_stale, has_waiting, heartbeat, pending_keys,
                                   remember_command, stored_command, study_options)
 from tuner.store import ResultStore, open_database, optuna_storage
 
