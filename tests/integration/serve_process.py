@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -17,7 +16,7 @@ import psutil
 
 from tuner.engine.server import free_port, port_is_free
 
-from .test_optimize_real import ENV, ROOT
+from .test_optimize_real import ENV, short_code_workload
 
 T = TypeVar("T")
 
@@ -38,11 +37,7 @@ def wait_for(what: str, check: Callable[[], T], timeout_s: float, process: subpr
 
 def small_workload(tmp_path: Path, requests: int = 10, max_tokens: int = 32) -> Path:
     """The first requests of the code workload, shorter: a job's replay takes seconds."""
-    lines = (ROOT / "workloads" / "code.jsonl").read_text().splitlines()[:requests]
-    path = tmp_path / "code.jsonl"
-    path.write_text("".join(json.dumps({**json.loads(line), "max_tokens": max_tokens}) + "\n"
-                            for line in lines))
-    return path
+    return short_code_workload(tmp_path, requests, max_tokens)
 
 
 class ServeProcess:

@@ -25,11 +25,14 @@ ENV = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_
        "HF_HUB_OFFLINE": "1"}
 
 
-def short_code_workload(tmp_path: Path, requests: int = 16) -> Path:
-    """The first requests of the code workload: a replay of a few seconds keeps the suite short."""
+def short_code_workload(tmp_path: Path, requests: int = 16, max_tokens: int | None = None) -> Path:
+    """The first requests of the code workload (``max_tokens``: each shortened to that): a replay
+    of a few seconds keeps the suite short."""
+    lines = (ROOT / "workloads" / "code.jsonl").read_text().splitlines()[:requests]
+    if max_tokens is not None:
+        lines = [json.dumps({**json.loads(line), "max_tokens": max_tokens}) for line in lines]
     path = tmp_path / "code.jsonl"
-    lines = (ROOT / "workloads" / "code.jsonl").read_text().splitlines(keepends=True)[:requests]
-    path.write_text("".join(lines))
+    path.write_text("".join(line + "\n" for line in lines))
     return path
 
 
