@@ -16,7 +16,7 @@ MODELS = Path(os.environ.get("TUNER_TINY_MODELS", ROOT / ".models"))
 
 # vLLM runs its engine core in a process of its own. In the API server's process it starts in
 # about two thirds of the time on these CPU hosts (13.5 s against 20.6 s, the same figures in
-# /metrics), and the suite starts vLLM about a hundred times. The fault suite, which kills and
+# /metrics), and the integration tests start vLLM about 45 times. The fault suite, which kills and
 # stops the engine process, keeps vLLM's default (tests/faults/conftest.py); so may a whole run:
 # VLLM_ENABLE_V1_MULTIPROCESSING=1 make test.
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
