@@ -10,16 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from engine_layout import default_to_in_process
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 MODELS = Path(os.environ.get("TUNER_TINY_MODELS", ROOT / ".models"))
 
-# vLLM runs its engine core in a process of its own. In the API server's process it starts in
-# about two thirds of the time on these CPU hosts (13.5 s against 20.6 s, the same figures in
-# /metrics), and the integration tests start vLLM about 45 times. The fault suite, which kills and
-# stops the engine process, keeps vLLM's default (tests/faults/conftest.py); so may a whole run:
-# VLLM_ENABLE_V1_MULTIPROCESSING=1 make test.
-os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+default_to_in_process()  # see tests/engine_layout.py
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,10 @@
-"""The fault suite runs vLLM as users do: the engine core in a process of its own, which it kills."""
+"""The fault suite runs vLLM as users do, the engine core in a process of its own: it kills it."""
 
 import pytest
+
+from engine_layout import VARIABLE
 
 
 @pytest.fixture(autouse=True)
 def engine_in_its_own_process(monkeypatch):
-    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    monkeypatch.setenv(VARIABLE, "1")

@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from engine_layout import own_process
 from fakes import Quiet
 from tuner.engine import ServerOptions
 from tuner.engine.server import VllmServer, port_is_free
@@ -36,6 +37,8 @@ from tuner.workload import load_workload
 
 from integration.serve_process import small_workload, wait_for
 from integration.test_optimize_real import ENV, ROOT, SERVER_ARGS
+
+ENV = own_process(ENV)  # see conftest.py
 
 pytestmark = pytest.mark.integration
 ARGS = [a.split("=", 1)[1] for a in SERVER_ARGS]

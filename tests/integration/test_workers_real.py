@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from engine_layout import own_process
 from tuner.search import choose
 from tuner.search.workers import STALE_CAUSE
 from tuner.store import ResultStore, open_database
@@ -27,6 +28,8 @@ from .serve_process import small_workload, wait_for
 from .test_optimize_real import ENV, SERVER_ARGS
 
 pytestmark = pytest.mark.integration
+# Two workers run two servers on the 2 cores at once: vLLM's default layout (tests/engine_layout.py).
+ENV = own_process(ENV)
 
 SPACE = ["--warmup", "1", *SERVER_ARGS]
 
