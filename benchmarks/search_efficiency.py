@@ -5,9 +5,12 @@ Two steps:
   measure   runs the whole grid on the real vLLM server (``tuner optimize --strategy grid``,
             3 replays per config) and exports every config's per-replay tokens/s and acceptance
             profile to benchmarks/data/search_grid.json. Each replay is workloads/code.jsonl four
-            times over (192 requests, about 25 s): with the 48-request file alone a replay lasts
-            about 6 s and the run-to-run noise (up to 20 % on this shared 2-core host) was larger
-            than the gaps between the best configs. About 55 min on 2 CPU cores.
+            times over (192 requests, 12-25 s): with the 48-request file alone a replay lasts
+            about 6 s. The tuner and every server it starts run on one core (``--cpu``, default
+            the last): left to the scheduler on this 2-core host, one server's replays jumped
+            between two speeds (ngram k=4: 528 to 836 tok/s; on one core 707 to 718), so which
+            config was best was decided by noise. The unpinned table of 2026-11-30 is kept as
+            search_grid-unpinned.json (``simulate --table``). About 40 min here.
   simulate  replays the grid, random search, plain TPE and the guided search against that stored
             table many times. Each simulated trial draws the config's replays with replacement
             (as many as were measured) and reports their median, so every strategy sees the
@@ -88,11 +91,23 @@ def grid_command(db: str, workload: Path, trials: int = 31) -> list[str]:
             "--db", db, "--server-arg=--enforce-eager", "--server-arg=--max-model-len=1024"]
 
 
+def pin_to(cpu: int | None):
+    """A preexec function that keeps the tuner, its client and every vLLM process on one core.
+
+    On this 2-core host, left to the scheduler, one server's same-server replays of ngram k=4
+    ranged from 528 to 836 tok/s; on one core they ranged from 707 to 718 (baseline: 378-504
+    against 477-491). vLLM's CPU build binds its OpenMP thread inside the allowed cores, so the
+    engine, the API server and the client then take turns on one core instead of waking each
+    other across two."""
+    return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+
+
 def measure(args: argparse.Namespace) -> None:
     if not args.export_only:
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-        subprocess.run(grid_command(args.db, long_workload(), args.trials), check=True, env=env)
-    export(args.db, args.table, args.replace_from)
+        subprocess.run(grid_command(args.db, long_workload(), args.trials), check=True, env=env,
+                       preexec_fn=pin_to(args.cpu))
+    export(args.db, args.table, args.replace_from, args.cpu)
 
 
 def measured_configs(db: str) -> tuple[str, list[dict]]:
@@ -108,7 +123,7 @@ def measured_configs(db: str) -> tuple[str, list[dict]]:
                    "vllm_version": r.vllm_version, "load": r.load} for r in rows]
 
 
-def export(db: str, table: Path, replace_from: list[str] | None = None) -> None:
+def export(db: str, table: Path, replace_from: list[str] | None = None, cpu: int | None = None) -> None:
     """Write the table; configs measured again in ``replace_from`` databases (a grid study
     over part of the space, same command otherwise) take their runs from there."""
     from tuner.store import ResultStore, open_database
@@ -126,7 +141,7 @@ def export(db: str, table: Path, replace_from: list[str] | None = None) -> None:
     record = {"study": name, "host": platform.node(), "cpus": os.cpu_count(),
               "vllm_version": configs[0]["vllm_version"], "load": configs[0]["load"],
               "command": " ".join(grid_command("DB", long_workload())[1:]), "space": store.study_runs(name)[0]["space"],
-              "measured_again": replaced, "configs": configs}
+              "pinned_to_cpu": cpu, "measured_again": replaced, "configs": configs}
     table.parent.mkdir(parents=True, exist_ok=True)
     table.write_text(json.dumps(record, indent=1) + "\n")
     print(f"{len(configs)} configs written to {table}")
@@ -283,6 +298,8 @@ def main() -> None:
     m.add_argument("--trials", type=int, default=31, help="measure only the first N configs of the grid")
     m.add_argument("--replace-from", action="append", metavar="DB",
                    help="a database with some configs measured again (their runs replace --db's)")
+    m.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)),
+                   help="the one core the tuner and vLLM run on (default: the last); -1: leave it to the scheduler")
     s = sub.add_parser("simulate", help="run the strategies against the stored table")
     s.add_argument("--table", type=Path, default=TABLE)
     s.add_argument("--runs", type=int, default=200)
@@ -290,6 +307,8 @@ def main() -> None:
     s.add_argument("--method", action="append", help="simulate on this method's configs only (repeatable)")
     s.add_argument("--max-k", type=int, help="simulate on the configs with k <= this only")
     args = parser.parse_args()
+    if args.command == "measure" and args.cpu == -1:
+        args.cpu = None
     measure(args) if args.command == "measure" else simulate(args)
 
 

@@ -79,6 +79,15 @@ class StepCostModel:
         found = self.by_drafter.get(drafter)
         return max(found, key=lambda o: o.k) if found else None
 
+    def acceptance_length(self, drafter: str, k: int) -> float:
+        """tau(k) from the highest-k trial's profile, corrected by the drafter's own trials: a run
+        at k measures its tau(k) directly, and a high-k run's profile read it up to about 5 %
+        apart (its drafts start at other positions). The correction is interpolated in k."""
+        profile = self.profile(drafter)
+        anchors = sorted({o.k: o.acceptance_length(o.k) / profile.acceptance_length(o.k)
+                          for o in self.by_drafter[drafter]}.items())
+        return profile.acceptance_length(k) * float(np.interp(k, *zip(*anchors)))
+
     def relative_step_time(self, o: Observation) -> float:
         """t(k) / t(0) as measured by one trial: tau / (tokens/s relative to the baseline)."""
         return o.acceptance_length(o.k) * self.baseline / o.tokens_per_s
@@ -136,7 +145,7 @@ class StepCostModel:
         profile = self.profile(drafter)
         if profile is None or k > profile.k:
             return None
-        tau = profile.acceptance_length(k)
+        tau = self.acceptance_length(drafter, k)
         a, c = self.step_costs(drafter)
         mean = self.baseline * tau / (1 + a + c * k)
         points = self.by_drafter[drafter]
