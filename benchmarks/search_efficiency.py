@@ -92,13 +92,10 @@ def grid_command(db: str, workload: Path, trials: int = 31) -> list[str]:
 
 
 def pin_to(cpu: int | None):
-    """A preexec function that keeps the tuner, its client and every vLLM process on one core.
-
-    On this 2-core host, left to the scheduler, one server's same-server replays of ngram k=4
-    ranged from 528 to 836 tok/s; on one core they ranged from 707 to 718 (baseline: 378-504
-    against 477-491). vLLM's CPU build binds its OpenMP thread inside the allowed cores, so the
-    engine, the API server and the client then take turns on one core instead of waking each
-    other across two."""
+    """A preexec function that keeps the tuner, its client and every vLLM process on one core
+    (why: the module docstring). vLLM's CPU build binds its OpenMP thread inside the allowed
+    cores, so the engine, the API server and the client take turns on one core instead of
+    waking each other across two."""
     return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
 
 
