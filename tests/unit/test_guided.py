@@ -6,7 +6,7 @@ import pytest
 from tuner.errors import UsageError
 from tuner.replay import LoadSpec
 from tuner.search.guided import GuidedSearch, key_of, observation
-from tuner.search.predict import PRIOR_MODEL_ERROR, Observation, StepCostModel
+from tuner.search.predict import Observation, StepCostModel
 from tuner.search.schedule import batch_ranges
 from tuner.search.slo import parse_slo
 from tuner.search.space import SearchSpace
@@ -18,23 +18,41 @@ def tps(k, c=0.1, base=100.0):
     return base * (1 + sum(PROFILE[:k])) / (1 + c * k)
 
 
-def test_one_run_at_high_k_predicts_every_smaller_k_with_growing_uncertainty():
+def test_one_run_at_high_k_predicts_every_smaller_k_with_uncertainty_largest_mid_way():
     model = StepCostModel([Observation("d", 0, 100.0), Observation("d", 6, tps(6), PROFILE)])
-    assert model.step_costs("d") == pytest.approx((0.0, 0.1))
-    assert model.model_error == PRIOR_MODEL_ERROR  # one trial per drafter: nothing to learn from yet
+    assert model.excess_step_times("d") == pytest.approx({6: 0.6})
     predictions = [model.predict("d", k) for k in range(1, 7)]
+    # The line from (0, 0) through the one trial is this world's own step cost.
     assert [p.tokens_per_s for p in predictions] == pytest.approx([tps(k) for k in range(1, 7)])
     sigmas = [p.sigma / p.tokens_per_s for p in predictions]
-    assert sigmas == sorted(sigmas, reverse=True) and sigmas[-1] == 0  # farther from k=6, less sure
+    assert sigmas[-1] == 0 and max(sigmas) == sigmas[2] > sigmas[0] > 0  # widest at k=3, mid-way to 0
     assert model.predict("d", 7) is None and model.predict("other", 2) is None
 
 
-def test_model_error_is_learned_from_the_trials_it_got_wrong():
-    # A step cost that is not linear in k: the trial at k=2 is slower than the line through k=6 says.
-    observed = [Observation("d", 0, 100.0), Observation("d", 6, tps(6), PROFILE),
-                Observation("d", 2, tps(2) * 0.8, PROFILE[:2])]
+def concave(k):
+    """A step cost that flattens at high k, as ngram's does when its matches run out."""
+    return 100.0 * (1 + sum(PROFILE[:k])) / (1.3 + 0.5 * k ** 0.5)
+
+
+def test_three_trials_bend_the_interpolation_and_measure_its_uncertainty():
+    trials = {k: Observation("d", k, concave(k), PROFILE[:k]) for k in (1, 3, 6)}
+    baseline = Observation("d", 0, 100.0)
+    straight = StepCostModel([baseline, trials[1], trials[6]])
+    bent = StepCostModel([baseline, *trials.values()])
+    assert straight.predict("d", 4).tokens_per_s / concave(4) - 1 > 0.02  # a line overshoots
+    for k in (2, 4, 5):
+        p = bent.predict("d", k)
+        assert abs(p.tokens_per_s / concave(k) - 1) < 0.01
+        assert 0 < p.sigma and p.upper(1.28) > concave(k)
+    assert bent.predict("d", 3).sigma == 0
+
+
+def test_a_straight_step_cost_is_predicted_exactly_once_three_trials_show_it():
+    observed = [Observation("d", 0, 100.0)] + [Observation("d", k, tps(k, c=0.2), PROFILE[:k]) for k in (2, 4, 6)]
     model = StepCostModel(observed)
-    assert model.model_error > PRIOR_MODEL_ERROR  # 20 % off at a third of the way: worse than the prior
+    for k in (1, 3, 5):
+        assert model.predict("d", k).tokens_per_s == pytest.approx(tps(k, c=0.2))
+        assert model.predict("d", k).sigma == pytest.approx(0, abs=1e-9)
 
 
 def test_guided_order_baseline_then_highest_k_per_drafter_then_the_most_promising():

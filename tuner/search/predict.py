@@ -4,28 +4,27 @@ Two facts carry the prediction (``../shared/notes/formulas.md``):
 
 - one run of a chain drafter at k gives the per-position acceptance p_0..p_{k-1}, hence the
   acceptance length tau(k') = 1 + sum_{i<k'} p_i for every k' <= k;
-- tokens/s = tau / step time, and the step time relative to a plain decoding step grows with k:
-  t(k) / t(0) = 1 + a + c * k (``StepCostModel``), fitted per drafter from its own trials.
+- tokens/s = tau / step time. Each trial measures its step time relative to a plain decoding
+  step, t(k) = tau(k) * baseline tokens/s / tokens/s; ``StepCostModel`` interpolates it in k
+  between a drafter's trials.
 
-So tokens/s(k) = baseline tokens/s * tau(k) / (1 + a + c * k). The uncertainty is the model's own
-(the run-to-run noise is handled by the search's margin): it grows with the distance in k from
-the nearest measured trial of the same drafter, at a rate learned from how wrong the model was
-on the trials measured so far (a prior of ``PRIOR_MODEL_ERROR`` until two trials of one drafter
-exist).
+So tokens/s(k) = baseline tokens/s * tau(k) / t(k). The uncertainty is the interpolation's own
+(the run-to-run noise is handled by the search's margin).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-# Relative error of the linear step-cost model when predicting k from a trial at 2k (or k = 0);
-# a deliberately wide prior, replaced by the measured error as soon as there is any.
-PRIOR_MODEL_ERROR = 0.15
-MIN_MODEL_ERROR = 0.02
+# How far the step time may bend away from a straight line before a drafter has three trials to
+# show it: |e''| / 2 in units of e(k_max) / k_max^2. 0.6 trusts the line through (0, a) and the
+# trial at k_max to 15 % of e(k_max) at k_max / 2, a wide prior. On the stored search table
+# (benchmarks/data/search_grid.json) ngram's curve bends by 0.6 to 1.0 in these units (it
+# flattens), the two drafts' by 0.6 or less.
+PRIOR_CURVATURE = 0.6
 
 
 @dataclass(frozen=True)
@@ -58,11 +57,17 @@ class Prediction:
 class StepCostModel:
     """Fitted from observations of one model on one host at one load.
 
-    The step time of a drafter relative to a plain decoding step is t(k) = 1 + a + c k: ``a`` the
-    fixed cost of speculating at all (a draft pass, the rejection sampler; large on CPU, small
-    on a GPU), ``c`` the cost per drafted token. Two or more trials of a drafter at different k
-    fit both; with one, ``a`` is taken from the drafters that have two (their median), else 0,
-    which makes predictions for smaller k optimistic, so the search looks there.
+    The excess step time e(k) = t(k) - 1 of a drafter (the draft passes, the rejection sampler,
+    the longer verification) is measured by each of its trials and interpolated in k between
+    them: through the nearest two measured k's, bent by the parabola through three once there
+    are three. The uncertainty is the size of that bend, curvature * (k - k1) * (k - k2): nil at
+    a measured k, largest mid-way between two. The shape differs by drafter (here ngram's e(k)
+    flattens at high k, a draft model's grows about linearly with its passes), so it is read off
+    the trials rather than assumed; before a drafter has three, ``PRIOR_CURVATURE`` stands in.
+
+    A drafter with one trial gets the line from (0, a) to it: ``a``, the cost of speculating at
+    all, from the drafters with two or more trials (their median), else 0, which makes smaller
+    k optimistic, so the search looks there.
     """
 
     def __init__(self, observations: Sequence[Observation]):
@@ -72,7 +77,6 @@ class StepCostModel:
         for o in observations:
             if o.k > 0 and o.per_position is not None and o.tokens_per_s > 0:
                 self.by_drafter.setdefault(o.drafter, []).append(o)
-        self.model_error = self._model_error()
 
     def profile(self, drafter: str) -> Observation | None:
         """The drafter's trial at the highest k: its acceptance profile covers every smaller k."""
@@ -88,53 +92,51 @@ class StepCostModel:
                           for o in self.by_drafter[drafter]}.items())
         return profile.acceptance_length(k) * float(np.interp(k, *zip(*anchors)))
 
-    def relative_step_time(self, o: Observation) -> float:
-        """t(k) / t(0) as measured by one trial: tau / (tokens/s relative to the baseline)."""
-        return o.acceptance_length(o.k) * self.baseline / o.tokens_per_s
-
-    def _fit_both(self, points: Sequence[Observation]) -> tuple[float, float]:
-        """(a, c) by least squares, both kept >= 0."""
-        ks = np.array([o.k for o in points], dtype=float)
-        excess = np.array([self.relative_step_time(o) - 1.0 for o in points])
-        (a, c), *_ = np.linalg.lstsq(np.vstack([np.ones_like(ks), ks]).T, excess, rcond=None)
-        if c < 0:
-            return float(max(0.0, excess.mean())), 0.0
-        if a < 0:
-            return 0.0, float(max(0.0, ks @ excess / (ks @ ks)))
-        return float(a), float(c)
+    def excess_step_times(self, drafter: str) -> dict[int, float]:
+        """Measured k -> e(k) = tau(k) * baseline / tokens/s - 1 (the mean where k ran twice)."""
+        found: dict[int, list[float]] = {}
+        for o in self.by_drafter.get(drafter, []):
+            found.setdefault(o.k, []).append(o.acceptance_length(o.k) * self.baseline / o.tokens_per_s - 1)
+        return {k: float(np.mean(v)) for k, v in sorted(found.items())}
 
     def _shared_overhead(self, skip: str) -> float:
-        fitted = [self._fit_both(points)[0] for drafter, points in self.by_drafter.items()
-                  if drafter != skip and len({o.k for o in points}) >= 2]
-        return float(np.median(fitted)) if fitted else 0.0
+        """e(0+) of the drafters with two or more trials (the line through their lowest two)."""
+        found = []
+        for drafter in self.by_drafter:
+            e = self.excess_step_times(drafter)
+            if drafter != skip and len(e) >= 2:
+                (k0, e0), (k1, e1) = list(e.items())[:2]
+                found.append(max(0.0, e0 - k0 * (e1 - e0) / (k1 - k0)))
+        return float(np.median(found)) if found else 0.0
 
-    def step_costs(self, drafter: str, exclude: Observation | None = None) -> tuple[float, float] | None:
-        """(a, c) of t(k) = 1 + a + c k for the drafter, fitted on its trials but ``exclude``."""
-        points = [o for o in self.by_drafter.get(drafter, []) if o is not exclude]
-        if not points or self.baseline is None:
-            return None
-        if len({o.k for o in points}) >= 2:
-            return self._fit_both(points)
-        excess = float(np.mean([self.relative_step_time(o) - 1.0 for o in points]))
-        a = min(self._shared_overhead(drafter), max(excess, 0.0))
-        return a, max(0.0, (excess - a) / points[0].k)
-
-    def _model_error(self) -> float:
-        """Relative error per unit of relative k distance, from leave-one-out predictions."""
-        errors = []
-        for drafter, points in self.by_drafter.items():
-            for o in points:
-                others = [p for p in points if p is not o and p.k > o.k]
-                if not others:
-                    continue
-                a, c = self.step_costs(drafter, exclude=o)
-                tau = max(others, key=lambda p: p.k).acceptance_length(o.k)
-                predicted = self.baseline * tau / (1 + a + c * o.k)
-                distance = min(abs(p.k - o.k) for p in others) / max(p.k for p in others)
-                errors.append(abs(predicted / o.tokens_per_s - 1) / max(distance, 0.1))
-        if not errors:
-            return PRIOR_MODEL_ERROR
-        return max(MIN_MODEL_ERROR, math.sqrt(float(np.mean(np.square(errors)))))
+    def excess_step_time(self, drafter: str, k: int) -> tuple[float, float]:
+        """(e(k), its uncertainty) for the drafter, from its measured trials."""
+        e = self.excess_step_times(drafter)
+        k_max = max(e)
+        if len(e) == 1:
+            (k1, e1), (k2, e2) = (0, min(self._shared_overhead(drafter), e[k_max])), (k_max, e[k_max])
+        else:  # the nearest two, one on each side of k where there are both
+            below = [p for p in e.items() if p[0] <= k][-1:]
+            above = [p for p in e.items() if p[0] > k][:1]
+            (k1, e1), (k2, e2) = below + above if below and above else sorted(e.items(), key=lambda p: abs(p[0] - k))[:2]
+        value = e1 + (e2 - e1) * (k - k1) / (k2 - k1)
+        spread = (k - k1) * (k - k2)
+        if len(e) >= 3:
+            # The parabola through the two and the farthest other trial: with a near one, the
+            # run-to-run noise of two trials a k apart would swamp the bend.
+            third = max((p for p in e.items() if p[0] not in (k1, k2)), key=lambda p: abs(p[0] - k))
+            bend = _second_difference((k1, e1), (k2, e2), third)
+            value += bend * spread
+        else:
+            bend = PRIOR_CURVATURE * max(e[k_max], 0.0) / k_max ** 2
+        # The step time does not fall as k grows: keep the value in order with the two points.
+        if k < min(k1, k2):
+            value = min(value, e1, e2)
+        elif k > max(k1, k2):
+            value = max(value, e1, e2)
+        else:
+            value = min(max(value, min(e1, e2)), max(e1, e2))
+        return max(value, 0.0), abs(bend * spread)
 
     def predict(self, drafter: str, k: int) -> Prediction | None:
         """None where nothing is known yet: no baseline, or no trial of this drafter at k or above."""
@@ -146,8 +148,13 @@ class StepCostModel:
         if profile is None or k > profile.k:
             return None
         tau = self.acceptance_length(drafter, k)
-        a, c = self.step_costs(drafter)
-        mean = self.baseline * tau / (1 + a + c * k)
-        points = self.by_drafter[drafter]
-        distance = min(abs(o.k - k) for o in points) / profile.k
-        return Prediction(mean, self.model_error * distance * mean, tau)
+        excess, sigma = self.excess_step_time(drafter, k)
+        mean = self.baseline * tau / (1 + excess)
+        return Prediction(mean, mean * sigma / (1 + excess), tau)
+
+
+def _second_difference(p0: tuple[float, float], p1: tuple[float, float], p2: tuple[float, float]) -> float:
+    """The divided difference f[x0, x1, x2] of three points: the coefficient of (x - x0)(x - x1)
+    in the Newton form of the parabola through them (half its second derivative)."""
+    (x0, y0), (x1, y1), (x2, y2) = p0, p1, p2
+    return ((y2 - y1) / (x2 - x1) - (y1 - y0) / (x1 - x0)) / (x2 - x0)
