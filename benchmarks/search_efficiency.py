@@ -18,10 +18,16 @@ Two steps:
             its regret is how far that config's true figure (the median of all its stored
             replays) falls below the grid's best.
 
+  synthetic does the same on made-up worlds the table does not show, one study per world, as a
+            check that the guided search is not fitted to the one table: each drafter's
+            acceptance falls geometrically with position and its step time grows as
+            a + c * k^b, from flattening (b = 0.5) to steepening (b = 1.5).
+
 The guided search here is the same ``GuidedSearch.propose`` that ``tuner optimize`` calls.
 
   python benchmarks/search_efficiency.py measure
   python benchmarks/search_efficiency.py simulate --runs 200
+  python benchmarks/search_efficiency.py synthetic --worlds 200
 
 The machine must be otherwise idle while it measures: on 2 cores a test run beside it moves a
 replay's tokens/s by up to 20 %. Configs measured while something else ran can be measured
@@ -46,8 +52,8 @@ from pathlib import Path
 
 import optuna
 
-from tuner.search.guided import (DEFAULT_RUN_NOISE, DEFAULT_Z, GuidedSearch, key_of, observation,
-                                 run_noise)
+from tuner.search.guided import (DEFAULT_RUN_NOISE, DEFAULT_Z, GuidedSearch, drafter_of, k_of, key_of,
+                                 observation, run_noise)
 from tuner.search.space import SearchSpace, parse_lookup
 from tuner.search.study import OptimizeSettings, make_sampler
 from tuner.stats import mad
@@ -285,6 +291,49 @@ def simulate(args: argparse.Namespace) -> None:
           f"{'met' if met else 'NOT met'} (guided: {g[2]:.0%} of runs, {g[0]:.1f} restarts)")
 
 
+def synthetic_world(rng: random.Random, noise: float = 0.01) -> Table:
+    """The table's space (ngram and two drafts, k = 1..10, 31 configs) in a made-up world:
+    per drafter, acceptance alpha^(i+1) at position i (alpha 0.4 to 0.92) and step time
+    1 + a + c * k^b (a 0 to 0.6, c 0.03 to 0.35, b 0.5 to 1.5); three replays each with
+    ``noise`` relative spread."""
+    space = SearchSpace(methods=("ngram", "draft_model"), ks=tuple(range(1, 11)),
+                        drafts={"draft_model": ("draft-a", "draft-b")})
+    shapes: dict[str, tuple[float, float, float, float]] = {}
+    runs, profile, labels = {}, {}, {}
+    for candidate in space.candidates():
+        key, k = key_of(candidate.params), k_of(candidate.params)
+        alpha, a, c, b = shapes.setdefault(drafter_of(candidate.params), (
+            rng.uniform(0.4, 0.92), rng.uniform(0.0, 0.6), rng.uniform(0.03, 0.35), rng.uniform(0.5, 1.5)))
+        profile[key] = [alpha ** (i + 1) for i in range(k)] if k else None
+        true = 500.0 * (1 + sum(profile[key] or [])) / (1 + a + c * k ** b if k else 1)
+        runs[key] = [true * (1 + rng.gauss(0, noise)) for _ in range(3)]
+        labels[key] = candidate.label
+    return Table(space, runs, profile, labels)
+
+
+def synthetic(args: argparse.Namespace) -> None:
+    """One study per strategy in each of ``--worlds`` made-up worlds."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    rng = random.Random(args.seed)
+    worlds = [synthetic_world(rng) for _ in range(args.worlds)]
+    grid_size = len(worlds[0].runs)
+    budget = grid_size // 4
+    print(f"{args.worlds} made-up worlds of {grid_size} configs (ngram and two drafts, k = 1..10), "
+          f"1 % noise, seed {args.seed}; random and TPE get a quarter of the grid's restarts ({budget})")
+    print(f"{'strategy':<22} {'restarts mean':>13} {'max':>5} {'of grid':>8} {'within 2%':>10} "
+          f"{'within 5%':>10} {'mean regret':>12}")
+    for name in ("guided", "grid", "random", "tpe"):
+        restarts, regrets = [], []
+        for table in worlds:
+            values = STRATEGIES[name](table, rng, grid_size if name in ("guided", "grid") else budget)
+            truth = {key: table.truth(key) for key in table.runs}
+            restarts.append(len(values))
+            regrets.append(1 - truth[max(values, key=values.get)] / max(truth.values()))
+        print(f"{name:<22} {statistics.mean(restarts):>13.1f} {max(restarts):>5d} "
+              f"{statistics.mean(restarts) / grid_size:>8.0%} {sum(r <= WITHIN for r in regrets) / len(worlds):>10.0%} "
+              f"{sum(r <= LOOSE for r in regrets) / len(worlds):>10.0%} {statistics.mean(regrets):>12.2%}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -303,10 +352,13 @@ def main() -> None:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--method", action="append", help="simulate on this method's configs only (repeatable)")
     s.add_argument("--max-k", type=int, help="simulate on the configs with k <= this only")
+    w = sub.add_parser("synthetic", help="run the strategies in made-up worlds, one study per world")
+    w.add_argument("--worlds", type=int, default=200)
+    w.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.command == "measure" and args.cpu == -1:
         args.cpu = None
-    measure(args) if args.command == "measure" else simulate(args)
+    {"measure": measure, "simulate": simulate, "synthetic": synthetic}[args.command](args)
 
 
 if __name__ == "__main__":
