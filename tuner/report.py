@@ -229,7 +229,8 @@ def prediction_error(rows: list[TrialRow]) -> str | None:
     errors = [abs(p / objective[n] - 1) for n, p in predicted.items()]
     if not errors:
         return None
-    return (f"step-cost model: predicted {len(errors)} trials, mean absolute error "
+    trials = "1 trial" if len(errors) == 1 else f"{len(errors)} trials"
+    return (f"step-cost model: predicted {trials}, mean absolute error "
             f"{sum(errors) / len(errors):.1%}, worst {max(errors):.1%}")
 
 
