@@ -79,6 +79,26 @@ def test_guided_order_baseline_then_highest_k_per_drafter_then_the_most_promisin
     assert found >= best / 1.02
 
 
+def test_with_several_loads_the_best_k_of_each_load_is_measured():
+    # Cheap steps at batch 1 (k=6 wins there), dear ones at batch 16 (k=2 or 3): the geometric
+    # mean's best, k=4, is 4.7 % below batch 16's best.
+    cost = {"c1": 0.02, "c16": 0.3}
+    space = SearchSpace(methods=("ngram",), ks=(1, 2, 3, 4, 5, 6))
+    candidates = space.candidates()
+    search = GuidedSearch(candidates, noise=0.02)
+    measured = {}
+    while (proposal := search.propose(measured)) is not None:
+        params = proposal.candidate.params
+        k = params.get("ngram.k", 0)
+        by_load = {load: tps(k, c) for load, c in cost.items()}
+        geomean = (by_load["c1"] * by_load["c16"]) ** 0.5
+        measured[key_of(params)] = observation(params, geomean, PROFILE[:k] if k else None, by_load=by_load)
+    assert len(measured) < len(candidates)
+    for load, c in cost.items():
+        best = max(tps(k, c) for k in range(7))
+        assert max(dict(o.by_load)[load] for o in measured.values()) >= best / 1.02, load
+
+
 def test_a_failed_drafter_is_not_proposed_again():
     space = SearchSpace(methods=("draft_model",), ks=(1, 2, 3), drafts={"draft_model": ("a",)})
     candidates = space.candidates()

@@ -11,6 +11,10 @@ Order of trials:
    predicted tokens/s plus ``z`` standard deviations stays below best * (1 + noise). ``noise``
    is the run-to-run spread measured by the repeats. The winner is always a measured config,
    so a predicted winner is confirmed by measurement before it is named.
+
+With two or more loads, 3 and 4 hold for the geometric mean over the loads and for each load
+on its own (a model per load: the step time grows with the batch), so the best k of every
+batch size is measured for the k-by-batch-size schedule.
 """
 
 from __future__ import annotations
@@ -50,9 +54,10 @@ class Proposal:
 
 
 def observation(params: dict, tokens_per_s: float, per_position: Sequence[float] | None,
-                feasible: bool = True) -> Observation:
+                feasible: bool = True, by_load: dict[str, float] | None = None) -> Observation:
     return Observation(drafter_of(params), k_of(params), tokens_per_s,
-                       tuple(per_position) if per_position is not None else None, feasible)
+                       tuple(per_position) if per_position is not None else None, feasible,
+                       tuple(sorted((by_load or {}).items())))
 
 
 def run_noise(spreads: Sequence[float]) -> float:
@@ -121,20 +126,35 @@ class GuidedSearch:
         if base is None:  # the baseline failed: nothing can be compared
             return None
         scaled = [replace(o, tokens_per_s=o.tokens_per_s * base) for o in self.prior]
-        model = StepCostModel(observed + scaled)
-        best = max((o.tokens_per_s for o in observed if o.feasible), default=0.0)
-        bar = best * (1 + self.noise)
+        views = [("", StepCostModel(observed + scaled), observed)]
+        views += [(f" at {load}", StepCostModel(at_load), at_load) for load, at_load in _by_load(observed).items()]
         scored = []
-        for candidate in todo:
-            p = model.predict(drafter_of(candidate.params), k_of(candidate.params))
-            if p is None:  # beyond every measured k of its drafter, or a failed drafter
-                continue
-            scored.append((_expected_gain(p, bar), p.tokens_per_s, candidate, p))
-        plausible = [s for s in scored if s[3].upper(self.z) > bar]
-        if not plausible:
+        for name, model, seen in views:
+            best = max((o.tokens_per_s for o in seen if o.feasible), default=0.0)
+            bar = best * (1 + self.noise)
+            for candidate in todo:
+                p = model.predict(drafter_of(candidate.params), k_of(candidate.params))
+                if p is None or p.upper(self.z) <= bar:  # beyond every measured k of its drafter, or implausible
+                    continue
+                # Relative gains, so that the loads' tokens/s, an order of magnitude apart, compare.
+                scored.append((_expected_gain(p, bar) / bar, p.tokens_per_s / bar, candidate, p, name, best))
+        if not scored:
             return None
-        gain, _, candidate, prediction = max(plausible, key=lambda s: (s[0], s[1]))
-        chance = _phi((prediction.tokens_per_s - bar) / max(prediction.sigma, 1e-9))
-        return Proposal(candidate, prediction,
-                        f"expected gain {gain:.0f} tok/s; {chance:.0%} likely to beat the best "
-                        f"measured ({best:.0f} tok/s) by more than the noise ({self.noise:.1%})")
+        gain, _, candidate, prediction, name, best = max(scored, key=lambda s: (s[0], s[1]))
+        chance = _phi((prediction.tokens_per_s - best * (1 + self.noise)) / max(prediction.sigma, 1e-9))
+        overall = views[0][1].predict(drafter_of(candidate.params), k_of(candidate.params))
+        return Proposal(candidate, overall,
+                        f"expected gain {gain * best * (1 + self.noise):.0f} tok/s{name}; {chance:.0%} likely "
+                        f"to beat the best measured{name} ({best:.0f} tok/s) by more than the noise "
+                        f"({self.noise:.1%})")
+
+
+def _by_load(observed: Sequence[Observation]) -> dict[str, list[Observation]]:
+    """With two or more loads, each load's own observations (its tokens/s in place of the
+    geometric mean): the best k at one batch size is not the best over all of them, and the
+    k-by-batch-size schedule can only choose among measured configs."""
+    loads = {load for o in observed for load, _ in o.by_load}
+    if len(loads) < 2:
+        return {}
+    return {load: [replace(o, tokens_per_s=dict(o.by_load)[load], by_load=()) for o in observed
+                   if load in dict(o.by_load)] for load in sorted(loads)}

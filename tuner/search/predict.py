@@ -36,6 +36,7 @@ class Observation:
     tokens_per_s: float
     per_position: tuple[float, ...] | None = None  # p_0..p_{k-1}, unconditional
     feasible: bool = True  # met the latency targets; an infeasible config cannot be "the best"
+    by_load: tuple[tuple[str, float], ...] = ()  # (load, tokens/s) when one trial ran several
 
     def acceptance_length(self, k: int) -> float | None:
         """tau(k) from this run, for k up to the run's own k."""

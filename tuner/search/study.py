@@ -122,7 +122,8 @@ def _measured(study: optuna.Study) -> dict[str, Observation | None]:
             continue
         tps = t.user_attrs.get("tokens_per_s_geomean", t.user_attrs.get("tokens_per_s_median"))
         measured[key_of(t.params)] = (
-            observation(t.params, tps, t.user_attrs.get("per_position"), t.user_attrs.get("feasible", True))
+            observation(t.params, tps, t.user_attrs.get("per_position"), t.user_attrs.get("feasible", True),
+                        t.user_attrs.get("tokens_per_s_by_load"))
             if t.state == TrialState.COMPLETE and tps else None)
     return measured
 
@@ -372,6 +373,7 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
                         ("tokens_per_s_median", first.tokens_per_s.median),
                         ("tokens_per_s_mad", first.tokens_per_s.mad),
                         ("tokens_per_s_geomean", geomean),
+                        ("tokens_per_s_by_load", {m.load: m.tokens_per_s.median for m in measurements}),
                         ("feasible", all(v <= 0 for v in violations))):
         trial.set_user_attr(attr, value)
     # The conservative score the winner is chosen on (geometric mean over the loads).
