@@ -28,6 +28,7 @@ The guided search here is the same ``GuidedSearch.propose`` that ``tuner optimiz
   python benchmarks/search_efficiency.py measure
   python benchmarks/search_efficiency.py simulate --runs 200
   python benchmarks/search_efficiency.py synthetic --worlds 200
+  python benchmarks/search_efficiency.py synthetic --worlds 200 --loads
 
 The machine must be otherwise idle while it measures: on 2 cores a test run beside it moves a
 replay's tokens/s by up to 20 %. Configs measured while something else ran can be measured
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import random
@@ -291,31 +293,90 @@ def simulate(args: argparse.Namespace) -> None:
           f"{'met' if met else 'NOT met'} (guided: {g[2]:.0%} of runs, {g[0]:.1f} restarts)")
 
 
-def synthetic_world(rng: random.Random, noise: float = 0.01) -> Table:
-    """The table's space (ngram and two drafts, k = 1..10, 31 configs) in a made-up world:
-    per drafter, acceptance alpha^(i+1) at position i (alpha 0.4 to 0.92) and step time
-    1 + a + c * k^b (a 0 to 0.6, c 0.03 to 0.35, b 0.5 to 1.5); three replays each with
-    ``noise`` relative spread."""
+# With --loads: how much dearer a step's speculation gets with the batch (one replay per level).
+LOAD_COST = {"concurrency 1": 0.5, "concurrency 4": 1.0, "concurrency 16": 2.0}
+
+
+def synthetic_world(rng: random.Random, noise: float = 0.01,
+                    load_cost: dict[str, float] | None = None) -> dict[str, Table]:
+    """The table's space (ngram and two drafts, k = 1..10, 31 configs) in a made-up world, a
+    table per load: per drafter, acceptance alpha^(i+1) at position i (alpha 0.4 to 0.92) and
+    step time 1 + (a + c * k^b) * load cost (a 0 to 0.6, c 0.03 to 0.35, b 0.5 to 1.5); three
+    replays each with ``noise`` relative spread."""
     space = SearchSpace(methods=("ngram", "draft_model"), ks=tuple(range(1, 11)),
                         drafts={"draft_model": ("draft-a", "draft-b")})
+    load_cost = load_cost or {"": 1.0}
     shapes: dict[str, tuple[float, float, float, float]] = {}
-    runs, profile, labels = {}, {}, {}
+    tables = {load: Table(space, {}, {}, {}) for load in load_cost}
     for candidate in space.candidates():
         key, k = key_of(candidate.params), k_of(candidate.params)
         alpha, a, c, b = shapes.setdefault(drafter_of(candidate.params), (
             rng.uniform(0.4, 0.92), rng.uniform(0.0, 0.6), rng.uniform(0.03, 0.35), rng.uniform(0.5, 1.5)))
-        profile[key] = [alpha ** (i + 1) for i in range(k)] if k else None
-        true = 500.0 * (1 + sum(profile[key] or [])) / (1 + a + c * k ** b if k else 1)
-        runs[key] = [true * (1 + rng.gauss(0, noise)) for _ in range(3)]
-        labels[key] = candidate.label
-    return Table(space, runs, profile, labels)
+        for load, table in tables.items():
+            table.profile[key] = [alpha ** (i + 1) for i in range(k)] if k else None
+            true = 500.0 * (1 + sum(table.profile[key] or [])) / (1 + (a + c * k ** b) * load_cost[load] if k else 1)
+            table.runs[key] = [true * (1 + rng.gauss(0, noise)) for _ in range(3)]
+            table.labels[key] = candidate.label
+    return tables
+
+
+def run_guided_loads(tables: dict[str, Table], rng: random.Random, per_load: bool) -> dict[str, dict[str, float]]:
+    """The guided search on a study with several loads (one trial replays every level), as the
+    study runs it: the observation's tokens/s is the geometric mean over the loads, and each
+    load's own figure goes with it (``per_load``; without, the search sees the mean only).
+    Returns load -> config key -> measured tokens/s."""
+    first = next(iter(tables.values()))
+    candidates = first.space.candidates()
+    by_key = {key_of(c.params): c for c in candidates}
+    search = GuidedSearch(candidates, DEFAULT_RUN_NOISE)
+    measured, values, spreads = {}, {load: {} for load in tables}, []
+    while (proposal := search.propose(measured)) is not None:
+        key = key_of(proposal.candidate.params)
+        drawn = {load: table.draw(key, rng) for load, table in tables.items()}
+        for load, (median, spread) in drawn.items():
+            values[load][key] = median
+            spreads.append(spread / median)
+        search.noise = run_noise(spreads)
+        at_load = {load: median for load, (median, _) in drawn.items()}
+        geomean = math.exp(statistics.mean(math.log(v) for v in at_load.values()))
+        measured[key] = observation(by_key[key].params, geomean, first.profile[key],
+                                    by_load=at_load if per_load else None)
+    return values
+
+
+def synthetic_loads(args: argparse.Namespace) -> None:
+    """Per load, how often the search measured a config within 2 % of that load's best: what
+    the k-by-batch-size schedule can choose from."""
+    rng = random.Random(args.seed)
+    worlds = [synthetic_world(rng, load_cost=LOAD_COST) for _ in range(args.worlds)]
+    print(f"{args.worlds} made-up worlds of 31 configs measured at {', '.join(LOAD_COST)} (speculation's "
+          f"step cost x {', '.join(f'{c:g}' for c in LOAD_COST.values())}), 1 % noise, seed {args.seed}")
+    print(f"{'guided, the model of':<32} {'restarts mean':>13} {'max':>5} "
+          + " ".join(f"{load + ' within 2%':>24}" for load in LOAD_COST) + f" {'every load':>11}")
+    for per_load in (False, True):
+        restarts, hits = [], {load: 0 for load in LOAD_COST}
+        every = 0
+        for tables in worlds:
+            values = run_guided_loads(tables, rng, per_load)
+            restarts.append(len(values[next(iter(LOAD_COST))]))
+            found = {load: max(tables[load].truth(key) for key in values[load])
+                     >= max(tables[load].truth(key) for key in tables[load].runs) * (1 - WITHIN) for load in LOAD_COST}
+            every += all(found.values())
+            for load in LOAD_COST:
+                hits[load] += found[load]
+        name = "each load and the mean" if per_load else "the geometric mean only"
+        print(f"{name:<32} {statistics.mean(restarts):>13.1f} {max(restarts):>5d} "
+              + " ".join(f"{hits[load] / len(worlds):>24.0%}" for load in LOAD_COST)
+              + f" {every / len(worlds):>11.0%}")
 
 
 def synthetic(args: argparse.Namespace) -> None:
     """One study per strategy in each of ``--worlds`` made-up worlds."""
+    if args.loads:
+        return synthetic_loads(args)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     rng = random.Random(args.seed)
-    worlds = [synthetic_world(rng) for _ in range(args.worlds)]
+    worlds = [synthetic_world(rng)[""] for _ in range(args.worlds)]
     grid_size = len(worlds[0].runs)
     budget = grid_size // 4
     print(f"{args.worlds} made-up worlds of {grid_size} configs (ngram and two drafts, k = 1..10), "
@@ -355,6 +416,8 @@ def main() -> None:
     w = sub.add_parser("synthetic", help="run the strategies in made-up worlds, one study per world")
     w.add_argument("--worlds", type=int, default=200)
     w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--loads", action="store_true",
+                   help="a study at three loads: does it measure each load's best k (for the schedule)?")
     args = parser.parse_args()
     if args.command == "measure" and args.cpu == -1:
         args.cpu = None
