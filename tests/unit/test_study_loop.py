@@ -196,3 +196,29 @@ def test_several_loads_give_a_schedule_measured_against_the_best_single_k(setup,
     sched = {r.load: r.tokens_per_s for r in outcome.schedule_rows}
     assert all(sched[label] >= single[label] * 0.999 for label in single)
     assert sum(sched.values()) > sum(single.values())
+
+
+def test_a_study_at_several_loads_warm_starts_from_the_previous_one(setup, monkeypatch):
+    url, store, workload, settings = setup
+    measured = []
+
+    def measure(model, spec, workload, settings, progress):
+        if spec is None or "num_speculative_tokens_per_batch_size" not in spec.extra:
+            measured.append(spec.label if spec else "baseline")
+        figures = [world(spec, load.concurrency) for load in settings.loads]
+        return [fake_measurement(spec, tps, per_position=profile, load=load.label)
+                for (tps, profile), load in zip(figures, settings.loads)]
+
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
+    loads = (LoadSpec("concurrency", 1), LoadSpec("concurrency", 4))
+    multi = MeasureSettings(load=loads[0], extra_loads=loads[1:], server=settings.server)
+    first = optimize("m", workload, SYNTHETIC_SPACE, multi, store, optuna_storage(url),
+                     OptimizeSettings(trials=30, noise=0.02), Quiet())
+    cold = len(measured)
+    measured.clear()
+    optimize("m", workload, SYNTHETIC_SPACE, multi, store, optuna_storage(url),
+             OptimizeSettings(trials=30, noise=0.02, name="nightly"), Quiet())
+    # The previous best single config over both levels comes right after the baseline, and the
+    # previous study's profiles spare the drafters' runs at their highest k.
+    assert measured[:2] == ["baseline", first.single[0].label]
+    assert len(measured) < cold

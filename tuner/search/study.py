@@ -39,6 +39,7 @@ from tuner.search.slo import Slo, pareto_front
 from tuner.search.space import Candidate, SearchSpace
 from tuner.search.workers import WAIT_S, fail_stale, has_waiting, heartbeat, pending_keys
 from tuner.store import ResultStore, TrialRow
+from tuner.replay import LoadSpec
 from tuner.trial import MeasureSettings, Measurement, Progress, measure_config_at_loads
 from tuner.workload import Workload
 
@@ -147,25 +148,41 @@ def _queue(study: optuna.Study, candidates: Sequence[Candidate], measured: dict,
     return queue
 
 
-def warm_start(store: ResultStore, model: str, workload_type: str, load: str, name: str,
+def warm_start(store: ResultStore, model: str, workload_type: str, loads: Sequence[LoadSpec], name: str,
                candidates: Sequence[Candidate], noise: float) -> tuple[list[Observation], list[Candidate]]:
-    """From the latest other study of this (model, workload type, load): its observations with
-    tokens/s relative to its own baseline, and its winner if the winner is in this space."""
+    """From the latest other study of this (model, workload type) at the same load levels: its
+    observations with tokens/s relative to its own baseline (with several levels, the geometric
+    mean of that ratio over them), and its winner (the best single config over the levels) if
+    the winner is in this space."""
+    labels = [load.label for load in loads]
     rows = [r for r in store.trials(model=model, workload_type=workload_type)
-            if r.study_name != name and r.load == load and r.kind == "study"]
+            if r.study_name != name and r.load in labels and r.kind == "study"]
     studies = [s for s in dict.fromkeys(r.study_name for r in reversed(rows))]
     by_config = {json.dumps(c.spec.to_vllm() if c.spec else None, sort_keys=True): c for c in candidates}
     for previous in studies:
         study_rows = [r for r in rows if r.study_name == previous]
         try:
-            answer = choose(study_rows, noise)
-        except TunerError:
+            bases = {label: choose([r for r in study_rows if r.load == label], noise).baseline.tokens_per_s
+                     for label in labels}
+        except TunerError:  # no baseline at some level: measured at other levels, or failed
             continue
-        base = answer.baseline.tokens_per_s
-        prior = [observation(by_config[key].params, r.tokens_per_s / base, r.per_position)
-                 for r in study_rows if r.status == "complete" and r.config is not None and r.tokens_per_s
-                 and (key := json.dumps(r.config, sort_keys=True)) in by_config]
-        first = by_config.get(json.dumps(answer.winner.config, sort_keys=True))
+        by_trial: dict[int, dict[str, TrialRow]] = {}
+        for r in study_rows:
+            if r.status == "complete" and r.tokens_per_s:
+                by_trial.setdefault(r.optuna_trial_number, {})[r.load] = r
+        prior = []
+        for at_load in by_trial.values():
+            row = next(iter(at_load.values()))
+            key = json.dumps(row.config, sort_keys=True)
+            if row.config is not None and key in by_config and len(at_load) == len(labels):
+                relative = math.exp(sum(math.log(at_load[label].tokens_per_s / bases[label]) for label in labels)
+                                    / len(labels))
+                prior.append(observation(by_config[key].params, relative, at_load[labels[0]].per_position))
+        if len(labels) == 1:
+            winner = choose(study_rows, noise).winner.config
+        else:
+            winner = single[0].config if (single := best_single(study_rows, loads)) else None
+        first = by_config.get(json.dumps(winner, sort_keys=True))
         return prior, [first] if first is not None and first.spec is not None else []
     return [], []
 
@@ -190,7 +207,7 @@ def optimize(
     if options.strategy == "guided":
         prior, first = ([], [])
         if options.warm_start and not measured and not options.join:
-            prior, first = warm_start(store, model, workload.type, settings.loads_label, name,
+            prior, first = warm_start(store, model, workload.type, settings.loads, name,
                                       candidates, options.noise)
         guided = GuidedSearch(candidates, DEFAULT_RUN_NOISE, options.z, prior=prior, first=first)
     else:
