@@ -11,6 +11,7 @@ from rich.table import Table
 
 from tuner.replay import Percentiles, RequestResult
 from tuner.search import Answer
+from tuner.search.schedule import schedule_beats_single
 from tuner.store import TrialRow
 from tuner.trial import Measurement
 
@@ -254,8 +255,16 @@ def schedule_text(outcome) -> str:
         lines.append(", ".join(parts))
     if outcome.schedule_rows is None:
         lines.append("[red]the schedule's own measurement failed[/]; see the trials table")
+    deployed = schedule.config()
+    if schedule_beats_single(outcome.schedule_rows, outcome.single) is False:
+        lines.append(f"[yellow]the schedule measured slower than the best single config "
+                     f"({outcome.single[0].label}) over these levels: deploy that instead[/]")
+        deployed = outcome.single[0].config
+    if deployed is None:  # the best single config is the baseline
+        lines.append("keep speculation off")
+        return "\n".join(lines)
     lines.append("deploy with:")
-    lines.append("  --speculative-config '" + json.dumps(schedule.config(), sort_keys=True) + "'")
+    lines.append("  --speculative-config '" + json.dumps(deployed, sort_keys=True) + "'")
     return "\n".join(lines)
 
 
@@ -317,7 +326,8 @@ def outcome_dict(outcome) -> dict:
         schedule = {**outcome.schedule.to_dict(),
                     "measured_tokens_per_s": {r.load: r.tokens_per_s for r in outcome.schedule_rows or []},
                     "best_single": [{"load": r.load, "label": r.label, "config": r.config,
-                                     "tokens_per_s": r.tokens_per_s} for r in outcome.single or []]}
+                                     "tokens_per_s": r.tokens_per_s} for r in outcome.single or []],
+                    "beats_best_single": schedule_beats_single(outcome.schedule_rows, outcome.single)}
     return {**answer_dict(outcome.answer),
             "answers": {load: answer_dict(a) for load, a in outcome.answers.items()},
             "schedule": schedule, "server_starts": outcome.restarts}

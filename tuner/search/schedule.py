@@ -135,3 +135,16 @@ def best_single(rows: Sequence[TrialRow], loads: Sequence[LoadSpec], slos: Seque
 
     best = max(complete, key=geomean)
     return [best[label] for label in labels]
+
+
+def schedule_beats_single(schedule_rows: Sequence[TrialRow] | None, single: Sequence[TrialRow] | None) -> bool | None:
+    """Whether the schedule, measured, was faster than the best single config: the geometric mean
+    over the levels of their tokens/s ratio above 1. None when either lacks a measurement. (On
+    the CPU build a schedule ran 12-32 % slower than the same k without one, so this is not a
+    given.)"""
+    ours = {r.load: r.tokens_per_s for r in schedule_rows or [] if r.tokens_per_s}
+    theirs = {r.load: r.tokens_per_s for r in single or [] if r.tokens_per_s}
+    levels = ours.keys() & theirs.keys()
+    if not levels:
+        return None
+    return math.fsum(math.log(ours[level] / theirs[level]) for level in levels) > 0

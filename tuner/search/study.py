@@ -34,7 +34,7 @@ from tuner.search.answer import DEFAULT_NOISE, Answer, choose
 from tuner.search.guided import (DEFAULT_RUN_NOISE, DEFAULT_Z, GuidedSearch, key_of, observation,
                                  run_noise)
 from tuner.search.predict import Observation
-from tuner.search.schedule import Schedule, best_single, tune_schedule
+from tuner.search.schedule import Schedule, best_single, schedule_beats_single, tune_schedule
 from tuner.search.slo import Slo, pareto_front
 from tuner.search.space import Candidate, SearchSpace
 from tuner.search.workers import WAIT_S, fail_stale, has_waiting, heartbeat, pending_keys
@@ -308,7 +308,8 @@ def _schedule_record(schedule: Schedule | None, rows: list[TrialRow] | None,
     return {**schedule.to_dict(),
             "measured_tokens_per_s": {r.load: r.tokens_per_s for r in rows or []},
             "best_single": {"label": single[0].label, "config": single[0].config,
-                            "tokens_per_s": {r.load: r.tokens_per_s for r in single}} if single else None}
+                            "tokens_per_s": {r.load: r.tokens_per_s for r in single}} if single else None,
+            "beats_best_single": schedule_beats_single(rows, single)}
 
 
 def _measure_schedule(schedule: Schedule, name: str, model: str, workload: Workload,
