@@ -130,22 +130,22 @@ class GuidedSearch:
         views += [(f" at {load}", StepCostModel(at_load), at_load) for load, at_load in _by_load(observed).items()]
         scored = []
         for name, model, seen in views:
-            best = max((o.tokens_per_s for o in seen if o.feasible), default=0.0)
-            bar = best * (1 + self.noise)
+            bar = max((o.tokens_per_s for o in seen if o.feasible), default=0.0) * (1 + self.noise)
             for candidate in todo:
                 p = model.predict(drafter_of(candidate.params), k_of(candidate.params))
-                if p is None or p.upper(self.z) <= bar:  # beyond every measured k of its drafter, or implausible
+                if p is None or p.upper(self.z) <= bar:  # beyond its drafter's trials, or implausible
                     continue
-                # Relative gains, so that the loads' tokens/s, an order of magnitude apart, compare.
-                scored.append((_expected_gain(p, bar) / bar, p.tokens_per_s / bar, candidate, p, name, best))
+                gain = _expected_gain(p, bar)
+                # Ranked relative to the bar, so that loads an order of magnitude apart compare.
+                scored.append((gain / bar, p.tokens_per_s / bar, candidate, p, gain, bar, name))
         if not scored:
             return None
-        gain, _, candidate, prediction, name, best = max(scored, key=lambda s: (s[0], s[1]))
-        chance = _phi((prediction.tokens_per_s - best * (1 + self.noise)) / max(prediction.sigma, 1e-9))
+        _, _, candidate, p, gain, bar, name = max(scored, key=lambda s: s[:2])
+        chance = _phi((p.tokens_per_s - bar) / max(p.sigma, 1e-9))
         overall = views[0][1].predict(drafter_of(candidate.params), k_of(candidate.params))
         return Proposal(candidate, overall,
-                        f"expected gain {gain * best * (1 + self.noise):.0f} tok/s{name}; {chance:.0%} likely "
-                        f"to beat the best measured{name} ({best:.0f} tok/s) by more than the noise "
+                        f"expected gain {gain:.0f} tok/s{name}; {chance:.0%} likely to beat the best "
+                        f"measured{name} ({bar / (1 + self.noise):.0f} tok/s) by more than the noise "
                         f"({self.noise:.1%})")
 
 
