@@ -30,6 +30,7 @@ from optuna.trial import TrialState
 from tuner.engine import SpecConfig
 from tuner.engine.installed import gpu_name
 from tuner.errors import TunerError, UsageError
+from tuner.replay import LoadSpec
 from tuner.search.answer import DEFAULT_NOISE, Answer, choose
 from tuner.search.guided import (DEFAULT_RUN_NOISE, DEFAULT_Z, GuidedSearch, key_of, observation,
                                  run_noise)
@@ -39,7 +40,6 @@ from tuner.search.slo import Slo, pareto_front
 from tuner.search.space import Candidate, SearchSpace
 from tuner.search.workers import WAIT_S, fail_stale, has_waiting, heartbeat, pending_keys
 from tuner.store import ResultStore, TrialRow
-from tuner.replay import LoadSpec
 from tuner.trial import MeasureSettings, Measurement, Progress, measure_config_at_loads
 from tuner.workload import Workload
 
