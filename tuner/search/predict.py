@@ -78,6 +78,9 @@ class StepCostModel:
         for o in observations:
             if o.k > 0 and o.per_position is not None and o.tokens_per_s > 0:
                 self.by_drafter.setdefault(o.drafter, []).append(o)
+        # Read once here: every prediction, and the shared overhead, read them again.
+        self._excess = ({drafter: self._measured_excess(points) for drafter, points in self.by_drafter.items()}
+                        if self.baseline is not None else {})
 
     def profile(self, drafter: str) -> Observation | None:
         """The drafter's trial at the highest k: its acceptance profile covers every smaller k."""
@@ -95,8 +98,11 @@ class StepCostModel:
 
     def excess_step_times(self, drafter: str) -> dict[int, float]:
         """Measured k -> e(k) = tau(k) * baseline / tokens/s - 1 (the mean where k ran twice)."""
+        return self._excess.get(drafter, {})
+
+    def _measured_excess(self, points: Sequence[Observation]) -> dict[int, float]:
         found: dict[int, list[float]] = {}
-        for o in self.by_drafter.get(drafter, []):
+        for o in points:
             found.setdefault(o.k, []).append(o.acceptance_length(o.k) * self.baseline / o.tokens_per_s - 1)
         return {k: float(np.mean(v)) for k, v in sorted(found.items())}
 
