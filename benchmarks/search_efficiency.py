@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import random
@@ -58,7 +57,7 @@ from tuner.search.guided import (DEFAULT_RUN_NOISE, DEFAULT_Z, GuidedSearch, dra
                                  observation, run_noise)
 from tuner.search.space import SearchSpace, parse_lookup
 from tuner.search.study import OptimizeSettings, make_sampler
-from tuner.stats import mad
+from tuner.stats import geometric_mean, mad
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "benchmarks" / "data" / "search_grid.json"
@@ -338,8 +337,7 @@ def run_guided_loads(tables: dict[str, Table], rng: random.Random, per_load: boo
             spreads.append(spread / median)
         search.noise = run_noise(spreads)
         at_load = {load: median for load, (median, _) in drawn.items()}
-        geomean = math.exp(statistics.mean(math.log(v) for v in at_load.values()))
-        measured[key] = observation(by_key[key].params, geomean, first.profile[key],
+        measured[key] = observation(by_key[key].params, geometric_mean(list(at_load.values())), first.profile[key],
                                     by_load=at_load if per_load else None)
     return values
 

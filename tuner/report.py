@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -12,6 +11,7 @@ from rich.table import Table
 from tuner.replay import Percentiles, RequestResult
 from tuner.search import Answer
 from tuner.search.schedule import schedule_beats_single
+from tuner.stats import geometric_mean
 from tuner.store import TrialRow
 from tuner.trial import Measurement
 
@@ -171,11 +171,11 @@ def predicted_cell(r: TrialRow, measured: float | None) -> str:
 
 def objective_by_trial(rows: list[TrialRow]) -> dict[int, float]:
     """Trial number -> geometric mean of its tokens/s over the loads (the figure itself for one)."""
-    logs: dict[int, list[float]] = {}
+    figures: dict[int, list[float]] = {}
     for r in rows:
         if r.kind == "study" and r.status == "complete" and r.tokens_per_s:
-            logs.setdefault(r.optuna_trial_number, []).append(math.log(r.tokens_per_s))
-    return {n: math.exp(sum(v) / len(v)) for n, v in logs.items()}
+            figures.setdefault(r.optuna_trial_number, []).append(r.tokens_per_s)
+    return {n: geometric_mean(v) for n, v in figures.items()}
 
 
 def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None,

@@ -26,6 +26,12 @@ class RepeatStats:
         return self.median - self.mad
 
 
+def geometric_mean(values: Sequence[float]) -> float:
+    """How figures measured at several loads are combined: each level weighs the same, whatever
+    its scale."""
+    return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))
+
+
 def mad(values: Sequence[float]) -> float:
     array = np.asarray(values, dtype=float)
     return float(MAD_SCALE * np.median(np.abs(array - np.median(array))))

@@ -17,7 +17,6 @@ results starts from the previous best.
 from __future__ import annotations
 
 import json
-import math
 import platform
 import time
 from collections.abc import Callable, Sequence
@@ -39,6 +38,7 @@ from tuner.search.schedule import Schedule, best_single, schedule_beats_single, 
 from tuner.search.slo import Slo, pareto_front
 from tuner.search.space import Candidate, SearchSpace
 from tuner.search.workers import WAIT_S, fail_stale, has_waiting, heartbeat, pending_keys
+from tuner.stats import geometric_mean
 from tuner.store import ResultStore, TrialRow
 from tuner.trial import MeasureSettings, Measurement, Progress, measure_config_at_loads
 from tuner.workload import Workload
@@ -162,10 +162,10 @@ def warm_start(store: ResultStore, model: str, workload_type: str, loads: Sequen
     for previous in studies:
         study_rows = [r for r in rows if r.study_name == previous]
         try:
-            bases = {label: choose([r for r in study_rows if r.load == label], noise).baseline.tokens_per_s
-                     for label in labels}
+            answers = [choose([r for r in study_rows if r.load == label], noise) for label in labels]
         except TunerError:  # no baseline at some level: measured at other levels, or failed
             continue
+        bases = {label: answer.baseline.tokens_per_s for label, answer in zip(labels, answers)}
         by_trial: dict[int, dict[str, TrialRow]] = {}
         for r in study_rows:
             if r.status == "complete" and r.tokens_per_s:
@@ -175,11 +175,10 @@ def warm_start(store: ResultStore, model: str, workload_type: str, loads: Sequen
             row = next(iter(at_load.values()))
             key = json.dumps(row.config, sort_keys=True)
             if row.config is not None and key in by_config and len(at_load) == len(labels):
-                relative = math.exp(sum(math.log(at_load[label].tokens_per_s / bases[label]) for label in labels)
-                                    / len(labels))
+                relative = geometric_mean([at_load[label].tokens_per_s / bases[label] for label in labels])
                 prior.append(observation(by_config[key].params, relative, at_load[labels[0]].per_position))
         if len(labels) == 1:
-            winner = choose(study_rows, noise).winner.config
+            winner = answers[0].winner.config
         else:
             winner = single[0].config if (single := best_single(study_rows, loads)) else None
         first = by_config.get(json.dumps(winner, sort_keys=True))
@@ -379,8 +378,8 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
     for slo, violation in zip(slos, violations):
         trial.set_constraint(slo.text, violation)  # > 0: infeasible, whatever its tokens/s
     first = measurements[0]
-    geomean = math.exp(sum(math.log(max(m.tokens_per_s.median, 1e-9)) for m in measurements) / len(measurements))
-    score = math.exp(sum(math.log(max(m.tokens_per_s.score, 1e-9)) for m in measurements) / len(measurements))
+    geomean = geometric_mean([max(m.tokens_per_s.median, 1e-9) for m in measurements])
+    score = geometric_mean([max(m.tokens_per_s.score, 1e-9) for m in measurements])
     for attr, value in (("tpot_p50_s", first.summary.tpot.p50 if first.summary.tpot else None),
                         ("ttft_p50_s", first.summary.ttft.p50 if first.summary.ttft else None),
                         ("acceptance_rate", first.acceptance.acceptance_rate if first.acceptance else None),
