@@ -219,22 +219,32 @@ def run_tpe(table: Table, rng: random.Random, budget: int) -> dict[str, float]:
     return measured
 
 
-def run_guided(table: Table, rng: random.Random, budget: int, z: float = DEFAULT_Z) -> dict[str, float]:
-    candidates = table.space.candidates()
-    search = GuidedSearch(candidates, DEFAULT_RUN_NOISE, z)
+def run_guided_loads(tables: dict[str, Table], rng: random.Random, per_load: bool, budget: int | None = None,
+                     z: float = DEFAULT_Z) -> dict[str, dict[str, float]]:
+    """The guided search as the study runs it, on one table per load (one trial replays every
+    level): the observation's tokens/s is the geometric mean over the loads, and each load's own
+    figure goes with it (``per_load``; without, the search sees the mean only). Stops at
+    ``budget`` restarts. Returns load -> config key -> measured tokens/s."""
+    first = next(iter(tables.values()))
+    candidates = first.space.candidates()
     by_key = {key_of(c.params): c for c in candidates}
-    measured, values, spreads = {}, {}, []
-    while len(values) < budget:
-        proposal = search.propose(measured)
-        if proposal is None:
-            break
+    search = GuidedSearch(candidates, DEFAULT_RUN_NOISE, z)
+    measured, values, spreads = {}, {load: {} for load in tables}, []
+    while (budget is None or len(measured) < budget) and (proposal := search.propose(measured)) is not None:
         key = key_of(proposal.candidate.params)
-        median, spread = table.draw(key, rng)
-        values[key] = median
-        spreads.append(spread / median)
+        drawn = {load: table.draw(key, rng) for load, table in tables.items()}
+        for load, (median, spread) in drawn.items():
+            values[load][key] = median
+            spreads.append(spread / median)
         search.noise = run_noise(spreads)  # as in the study
-        measured[key] = observation(by_key[key].params, median, table.profile[key])
+        at_load = {load: median for load, (median, _) in drawn.items()}
+        measured[key] = observation(by_key[key].params, geometric_mean(list(at_load.values())), first.profile[key],
+                                    by_load=at_load if per_load else None)
     return values
+
+
+def run_guided(table: Table, rng: random.Random, budget: int, z: float = DEFAULT_Z) -> dict[str, float]:
+    return run_guided_loads({"": table}, rng, False, budget, z)[""]
 
 
 STRATEGIES = {"grid": run_grid, "random": run_random, "tpe": run_tpe, "guided": run_guided}
@@ -311,35 +321,13 @@ def synthetic_world(rng: random.Random, noise: float = 0.01,
         key, k = key_of(candidate.params), k_of(candidate.params)
         alpha, a, c, b = shapes.setdefault(drafter_of(candidate.params), (
             rng.uniform(0.4, 0.92), rng.uniform(0.0, 0.6), rng.uniform(0.03, 0.35), rng.uniform(0.5, 1.5)))
+        profile = [alpha ** (i + 1) for i in range(k)] if k else None
         for load, table in tables.items():
-            table.profile[key] = [alpha ** (i + 1) for i in range(k)] if k else None
-            true = 500.0 * (1 + sum(table.profile[key] or [])) / (1 + (a + c * k ** b) * load_cost[load] if k else 1)
+            table.profile[key] = profile
+            true = 500.0 * (1 + sum(profile or [])) / (1 + (a + c * k ** b) * load_cost[load] if k else 1)
             table.runs[key] = [true * (1 + rng.gauss(0, noise)) for _ in range(3)]
             table.labels[key] = candidate.label
     return tables
-
-
-def run_guided_loads(tables: dict[str, Table], rng: random.Random, per_load: bool) -> dict[str, dict[str, float]]:
-    """The guided search on a study with several loads (one trial replays every level), as the
-    study runs it: the observation's tokens/s is the geometric mean over the loads, and each
-    load's own figure goes with it (``per_load``; without, the search sees the mean only).
-    Returns load -> config key -> measured tokens/s."""
-    first = next(iter(tables.values()))
-    candidates = first.space.candidates()
-    by_key = {key_of(c.params): c for c in candidates}
-    search = GuidedSearch(candidates, DEFAULT_RUN_NOISE)
-    measured, values, spreads = {}, {load: {} for load in tables}, []
-    while (proposal := search.propose(measured)) is not None:
-        key = key_of(proposal.candidate.params)
-        drawn = {load: table.draw(key, rng) for load, table in tables.items()}
-        for load, (median, spread) in drawn.items():
-            values[load][key] = median
-            spreads.append(spread / median)
-        search.noise = run_noise(spreads)
-        at_load = {load: median for load, (median, _) in drawn.items()}
-        measured[key] = observation(by_key[key].params, geometric_mean(list(at_load.values())), first.profile[key],
-                                    by_load=at_load if per_load else None)
-    return values
 
 
 def synthetic_loads(args: argparse.Namespace) -> None:
