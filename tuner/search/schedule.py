@@ -19,6 +19,7 @@ from typing import Any
 from tuner.replay import LoadSpec
 from tuner.search.answer import DEFAULT_NOISE, choose, trial_k, trial_stats
 from tuner.search.slo import Slo, feasible
+from tuner.stats import geometric_mean
 from tuner.store import TrialRow
 
 PER_BATCH_SIZE = "num_speculative_tokens_per_batch_size"
@@ -147,4 +148,4 @@ def schedule_beats_single(schedule_rows: Sequence[TrialRow] | None, single: Sequ
     levels = ours.keys() & theirs.keys()
     if not levels:
         return None
-    return math.fsum(math.log(ours[level] / theirs[level]) for level in levels) > 0
+    return geometric_mean([ours[level] / theirs[level] for level in levels]) > 1
