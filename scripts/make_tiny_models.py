@@ -6,9 +6,10 @@ its documentation topics and licence texts):
   - a target Llama (4 layers, hidden 256),
   - a draft Llama for method draft_model (1 layer, hidden 128, same tokenizer),
   - a weaker draft of the same shape (40 steps of plain training, no distillation),
+  - an EAGLE-3 head for the target, trained on its hidden states (scripts/tiny_eagle3.py),
 so that acceptance really differs between code and chat traffic.
 
-The result goes to OUT (default .models/) and is reused while this script is unchanged.
+The result goes to OUT (default .models/) and is reused while these scripts are unchanged.
 Usage: python scripts/make_tiny_models.py [--out .models] [--force]
 """
 
@@ -22,6 +23,9 @@ import sys
 import sysconfig
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tiny_eagle3 import make_eagle3_head  # noqa: E402
 
 VOCAB = 2048
 SEQ_LEN = 128
@@ -128,7 +132,9 @@ def main() -> int:
     parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
     args = parser.parse_args()
 
-    fingerprint = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    here = Path(__file__).resolve().parent
+    sources = [Path(__file__).resolve(), *sorted(here.glob("tiny_*.py"))]
+    fingerprint = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
     stamp = args.out / "STAMP"
     if not args.force and stamp.exists() and stamp.read_text().strip() == fingerprint:
         print(f"tiny models in {args.out} are up to date")
@@ -155,8 +161,11 @@ def main() -> int:
     train_model("draft-weak", tokens, args.out / "draft-weak", tokenizer.eos_token_id)
     for name in MODELS:
         tokenizer.save_pretrained(args.out / name)
+    made = list(MODELS)
+    print(f"  eagle3: {make_eagle3_head(args.out / 'eagle3', target, tokens)}")
+    made.append("eagle3")
     stamp.write_text(fingerprint + "\n")
-    info = {name: str((args.out / name).resolve()) for name in MODELS}
+    info = {name: str((args.out / name).resolve()) for name in made}
     print(json.dumps(info))
     return 0
 

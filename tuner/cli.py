@@ -136,8 +136,13 @@ def measure(
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON.")] = False,
 ) -> None:
     """Measure one speculative configuration (or the baseline) on a fresh vLLM server."""
+    from tuner.search.checks import check_config
+
     with user_errors():
         config = spec_from_options(spec, method, draft, k)
+        if config is not None and config.draft_model:
+            for warning in check_config(config, model):
+                err_console.print(warning, highlight=False, soft_wrap=True)
         loaded = load_workload(workload, workload_type)
         settings = MeasureSettings(
             load=LoadSpec(load, concurrency, rate, time_scale, seed),  # type: ignore[arg-type]
@@ -241,7 +246,8 @@ def optimize(
                                  gpu_free_timeout_s=gpu_free_timeout),
         )
         space = plan.space
-        check_space(space, model)
+        for warning in check_space(space, model):
+            err_console.print(warning, highlight=False, soft_wrap=True)
         engine = open_database(url)
         store = ResultStore(engine)
         storage = optuna_storage(url, heartbeat)

@@ -29,3 +29,9 @@ def test_root_cause_above_the_wrapper_wins():
 def test_no_error_line():
     assert failure_cause(["INFO starting\n", "Killed\n"]) is None
     assert read_tail(DATA / "does-not-exist.log") == []
+
+
+def test_a_worker_process_s_error_beats_the_engine_s_wrapper():
+    # vLLM's CPU worker is "(VllmWorker-0 pid=N)": a prefix with a dash in its name.
+    cause = failure_cause(read_tail(DATA / "log_worker_failed.log"))
+    assert cause.startswith("ValueError: Available memory on node 0")

@@ -8,11 +8,12 @@ from pathlib import Path
 TAIL_LINES = 400
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # "(EngineCore pid=12) ERROR 11-30 06:10:03 [core.py:123] " and the like, in front of the message.
-_PREFIX = re.compile(r"^(\(\w+(?: pid=\d+)?\) ?)?([A-Z]+ \d\d-\d\d [\d:.]+ \[[^\]]+\] ?)?")
+_PREFIX = re.compile(r"^(\([\w-]+(?: pid=\d+)?\) ?)?([A-Z]+ \d\d-\d\d [\d:.]+ \[[^\]]+\] ?)?")
 _ERROR = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
 _PYDANTIC_TYPE = re.compile(r"\s*\[type=[^\]]*\]")
 # Wrappers that only point at the real cause printed above them.
-_WRAPPERS = ("Engine core initialization failed", "See root cause above", "EngineDeadError")
+_WRAPPERS = ("Engine core initialization failed", "See root cause above", "EngineDeadError",
+             "WorkerProc initialization failed")
 
 
 def _strip(line: str) -> str:

@@ -1,31 +1,28 @@
 """Checks made before any server starts: can this space work with the installed vLLM and
-these checkpoints? Each problem is one sentence naming the cause and the fix."""
+these checkpoints? Each problem is one sentence naming the cause and the fix; a check that
+cannot be made (a hub checkpoint not in the local cache) is one warning line, never silence."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from tuner.engine.checkpoints import BLOCK_METHODS, Checkpoint, looks_local
 from tuner.engine.installed import installed_vllm_schema
 from tuner.errors import UsageError
-from tuner.search.space import SearchSpace
+from tuner.engine import SpecConfig
+from tuner.search.space import FIXED_K, SearchSpace
 
-def _local_config(checkpoint: str) -> dict | None:
-    path = Path(checkpoint) / "config.json"
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _looks_local(checkpoint: str) -> bool:
-    return checkpoint.startswith(("/", "./", "../", "~")) or Path(checkpoint).exists()
+# Fields that make two configs the same model (a renamed local copy still matches).
+IDENTITY = ("architectures", "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
+            "num_key_value_heads", "intermediate_size", "vocab_size")
+# Targets vLLM's block drafters are written for (qwen3_dflash.py, qwen3_dspark.py).
+BLOCK_TARGETS = {"dflash": ("qwen3",), "dspark": ("qwen3",)}
+AUX_METHODS = frozenset({"eagle3", *BLOCK_METHODS})
 
 
-def check_space(space: SearchSpace, model: str, extra_fields: set[str] = frozenset()) -> None:
-    """Raise UsageError for the first thing in the space that cannot work."""
+def check_space(space: SearchSpace, model: str, extra_fields: set[str] = frozenset()) -> list[str]:
+    """Raise UsageError for the first thing in the space that cannot work; return the warnings
+    (checks that could not be made) for the caller to show."""
     schema = installed_vllm_schema()
     if schema is not None:
         unknown = [m for m in space.methods if m not in schema["methods"]]
@@ -35,21 +32,180 @@ def check_space(space: SearchSpace, model: str, extra_fields: set[str] = frozens
         bad_fields = sorted(extra_fields - set(schema["fields"]))
         if bad_fields:
             raise UsageError(f"'{bad_fields[0]}' is not a speculative-config field of the installed vLLM")
-    target = _local_config(model)
+    target = Checkpoint.find(model)
+    warnings = []
+    if not target.readable and any(space.drafts.values()):
+        warnings.append(f"warning: the target '{model}' has no config.json here or in the local hub "
+                        "cache, so the drafts' fit to it was not checked")
     for method, drafts in space.drafts.items():
         for draft in drafts:
-            if _looks_local(draft) and not Path(draft).expanduser().exists():
+            if looks_local(draft) and not Path(draft).expanduser().exists():
                 raise UsageError(f"the {method} draft '{draft}' does not exist; "
                                  "pass the path of a checkpoint folder or a hub name")
-            config = _local_config(str(Path(draft).expanduser()))
-            if config is None or target is None:
+            found = Checkpoint.find(draft)
+            if not found.readable:
+                warnings.append(f"warning: the {method} draft '{draft}' has no config.json here or in "
+                                "the local hub cache (the tuner never downloads), so its fit to the "
+                                "target was not checked")
                 continue
-            draft_vocab = config.get("vocab_size") or config.get("transformer_layer_config", {}).get("vocab_size")
-            if method == "draft_model" and draft_vocab and target.get("vocab_size") and draft_vocab != target["vocab_size"]:
-                raise UsageError(f"the draft '{draft}' has vocabulary size {draft_vocab} but the target "
-                                 f"'{model}' has {target['vocab_size']}; a draft_model must share the "
-                                 "target's tokenizer")
-            verifier = (config.get("speculators_config") or {}).get("verifier", {}).get("name_or_path")
-            if verifier and Path(verifier).name != Path(model.rstrip("/")).name:
-                raise UsageError(f"the draft '{draft}' was trained for '{verifier}', not for '{model}'; "
-                                 "pick a draft made for this target")
+            if target.readable:
+                warnings += check_draft(method, found, target)
+    return warnings
+
+
+def _a(method: str) -> str:
+    return f"an {method}" if method[0] in "aeiou" else f"a {method}"
+
+
+def check_config(config: SpecConfig, model: str) -> list[str]:
+    """The same checks for one configuration (``tuner measure``)."""
+    fixed = {config.method: config.k} if config.method in FIXED_K else {}
+    drafts = {config.method: (config.draft_model,)} if config.draft_model else {}
+    return check_space(SearchSpace(methods=(config.method,), drafts=drafts, fixed_k=fixed), model)
+
+
+def check_draft(method: str, draft: Checkpoint, target: Checkpoint) -> list[str]:
+    """Raise UsageError where ``draft`` cannot serve as ``method``'s drafter over ``target``."""
+    name, model = draft.name, target.name
+    inferred = draft.method
+    # EAGLE-1 heads and MTP checkpoints often carry plain architecture names: only drafters that
+    # name themselves (EAGLE-3, DFlash, DSpark, speculators) are matched against the method.
+    if inferred != method and (inferred is not None or method in AUX_METHODS):
+        if inferred:
+            raise UsageError(f"the {method} draft '{name}' is a drafter for --method {inferred}, not "
+                             f"{method}; pass it as --method {inferred} or pick {_a(method)} checkpoint")
+        plain = ", ".join(draft.architectures) or "no architectures"
+        raise UsageError(f"the {method} draft '{name}' is a plain model ({plain}), not {_a(method)} "
+                         f"drafter; pass it as --method draft_model or pick {_a(method)} checkpoint")
+    warnings = check_verifier(draft, target)
+    if method == "draft_model":
+        draft_vocab, target_vocab = draft.get("vocab_size"), target.get("vocab_size")
+        if draft_vocab and target_vocab and draft_vocab != target_vocab:
+            raise UsageError(f"the draft '{name}' has vocabulary size {draft_vocab} but the target "
+                             f"'{model}' has {target_vocab}; a draft_model must share the "
+                             "target's tokenizer")
+    if method in AUX_METHODS:
+        check_hidden_size(method, draft, target)
+        check_aux_layers(method, draft, target)
+        check_vocabulary(method, draft, target)
+    if method in BLOCK_METHODS:
+        check_block_drafter(method, draft, target)
+    return warnings
+
+
+def check_verifier(draft: Checkpoint, target: Checkpoint) -> list[str]:
+    """The target a speculators checkpoint names must be this target: their configs are compared
+    (a local copy under another folder name passes)."""
+    verifier = draft.verifier
+    named = verifier.get("name_or_path")
+    if not named:
+        return []
+    resolved = Checkpoint.find(named)
+    if resolved.readable:
+        differ = [key for key in IDENTITY if resolved.get(key) != target.get(key)]
+        if differ:
+            key = differ[0]
+            raise UsageError(f"the draft '{draft.name}' was trained for '{named}', not for "
+                             f"'{target.name}' ({key}: {resolved.get(key)} there, {target.get(key)} "
+                             "here); pick a draft made for this target")
+        return []
+    architectures = verifier.get("architectures")
+    if architectures and target.architectures and list(architectures) != target.architectures:
+        raise UsageError(f"the draft '{draft.name}' was trained for '{named}' ({', '.join(architectures)}), "
+                         f"not for '{target.name}' ({', '.join(target.architectures)}); pick a draft "
+                         "made for this target")
+    return [f"warning: the draft '{draft.name}' names its target '{named}', whose config.json is not "
+            "here or in the local hub cache, so only the architecture names were compared"]
+
+
+def check_hidden_size(method: str, draft: Checkpoint, target: Checkpoint) -> None:
+    wanted, have = draft.get("target_hidden_size") or draft.get("hidden_size"), target.get("hidden_size")
+    if wanted and have and wanted != have:
+        raise UsageError(f"the {method} draft '{draft.name}' expects a target with hidden size "
+                         f"{wanted} but '{target.name}' has {have}; it was made for another model: "
+                         "pick a drafter trained for this target")
+
+
+def check_aux_layers(method: str, draft: Checkpoint, target: Checkpoint) -> None:
+    """The target layers whose hidden states the drafter reads: inside the target, distinct, and
+    as many as its ``fc`` takes."""
+    layers = target.num_layers
+    if not layers:
+        return
+    ids = draft.aux_layer_ids
+    where = f"the {method} draft '{draft.name}'"
+    if ids is None and method == "eagle3":
+        default = sorted({2, layers // 2, layers - 3})
+        if len(default) < 3 or min(default) < 0:
+            raise UsageError(f"{where} has no eagle_aux_hidden_state_layer_ids, and vLLM's default "
+                             f"layers for a {layers}-layer target (2, {layers // 2}, {layers - 3}) "
+                             "collide; add \"eagle_aux_hidden_state_layer_ids\": three distinct ids "
+                             f"in 0..{layers} to its config.json")
+        ids = default
+    if ids is None:
+        return
+    outside = [i for i in ids if not 0 <= i <= layers]
+    if outside:
+        raise UsageError(f"{where} reads the hidden state of layer {outside[0]}, outside the target's "
+                         f"layers 0..{layers} ('{target.name}' has {layers}); it was made for a deeper "
+                         "model: pick a drafter trained for this target")
+    if len(set(ids)) != len(ids):
+        raise UsageError(f"{where} names the aux layers {ids}, with repeats; vLLM collects each layer "
+                         "once and the drafter then gets fewer hidden states than it expects: make "
+                         "the ids in its config.json distinct")
+    fc = draft.tensor_shapes.get("fc.weight")
+    hidden = target.get("hidden_size")
+    if method == "eagle3" and fc and hidden and fc[1] != len(ids) * hidden:
+        raise UsageError(f"{where} takes {fc[1] // hidden if fc[1] % hidden == 0 else fc[1] / hidden} "
+                         f"hidden states in its fc layer but names {len(ids)} aux layers ({ids}); set "
+                         "eagle_aux_hidden_state_layer_ids to as many layers as it was trained on")
+
+
+def check_vocabulary(method: str, draft: Checkpoint, target: Checkpoint) -> None:
+    """A draft vocabulary smaller than the target's must map into it (``d2t``, ``t2d``)."""
+    import numpy as np
+
+    target_vocab = target.get("vocab_size")
+    if not target_vocab:
+        return
+    where = f"the {method} draft '{draft.name}'"
+    head_vocab = draft.get("vocab_size")
+    if head_vocab and head_vocab != target_vocab:
+        raise UsageError(f"{where} has vocabulary size {head_vocab} but the target '{target.name}' has "
+                         f"{target_vocab}; it was made for another tokenizer: pick a drafter trained "
+                         "for this target")
+    draft_vocab = draft.get("draft_vocab_size") or target_vocab
+    lm_head = draft.tensor_shapes.get("lm_head.weight")
+    if lm_head and lm_head[0] != draft_vocab:
+        raise UsageError(f"{where} says draft_vocab_size {draft_vocab} but its lm_head has {lm_head[0]} "
+                         "rows; set draft_vocab_size in its config.json to the lm_head's rows")
+    if draft_vocab == target_vocab:
+        return
+    d2t = draft.tensor("d2t")
+    if d2t is None:
+        if "d2t" in draft.tensor_shapes or not draft.tensor_shapes:
+            return  # present but unreadable here, or no weights to read: the server will say
+        raise UsageError(f"{where} drafts from {draft_vocab} tokens of the target's {target_vocab} but "
+                         "has no d2t map from draft to target token ids; use a checkpoint with its "
+                         "d2t tensor")
+    mapped = np.arange(len(d2t)) + d2t
+    if len(d2t) != draft_vocab or mapped.min() < 0 or mapped.max() >= target_vocab or len(set(mapped.tolist())) != len(mapped):
+        raise UsageError(f"{where}'s d2t map does not map its {draft_vocab} draft tokens onto distinct "
+                         f"ids of the target's {target_vocab}-token vocabulary; the head was made for "
+                         "another tokenizer: pick a drafter trained for this target")
+    t2d = draft.tensor("t2d")
+    if t2d is not None and (len(t2d) != target_vocab or not t2d[mapped].all() or t2d.sum() != draft_vocab):
+        raise UsageError(f"{where}'s t2d mask disagrees with its d2t map (the {draft_vocab} tokens d2t "
+                         "names must be exactly those t2d marks); rebuild the maps from one token list")
+
+
+def check_block_drafter(method: str, draft: Checkpoint, target: Checkpoint) -> None:
+    kinds = BLOCK_TARGETS.get(method, ())
+    model_type = target.get("model_type")
+    if kinds and model_type and model_type not in kinds:
+        raise UsageError(f"the {method} draft '{draft.name}' runs over {' or '.join(kinds)} targets, but "
+                         f"'{target.name}' is a {model_type} model; pick a target of that architecture "
+                         f"or another method")
+    if draft.block_size is None:
+        raise UsageError(f"the {method} draft '{draft.name}' has no block_size in its config.json, so "
+                         "its k is unknown; use a checkpoint that states the block size it was trained for")

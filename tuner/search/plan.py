@@ -32,7 +32,8 @@ from tuner.errors import UsageError
 from tuner.replay import LoadSpec
 from tuner.search.answer import DEFAULT_NOISE
 from tuner.search.slo import parse_slos
-from tuner.search.space import DEFAULT_KS, SearchSpace, drafts_by_method, parse_ks, parse_lookup
+from tuner.search.space import (DEFAULT_KS, SearchSpace, block_ks, drafts_by_method, parse_ks,
+                                parse_lookup, proposal_ks)
 from tuner.search.study import OptimizeSettings
 
 KEYS = {
@@ -153,15 +154,18 @@ def plan_study(
     """Flags win over the study file; the file wins over the defaults."""
     study = load_study_file(study_file) if study_file else {}
     space_cfg, server_cfg, load_cfg = (study.get(x, {}) for x in ("space", "server", "load"))
-    chosen = tuple(methods or space_cfg.get("methods") or ("ngram",))
-    by_method = drafts_by_method(chosen, drafts) if drafts else {
-        m: tuple(d) for m, d in space_cfg.get("drafts", {}).items() if m in chosen}
+    named = tuple(methods or space_cfg.get("methods") or ())
+    by_method = drafts_by_method(named, drafts) if drafts else {
+        m: tuple(d) for m, d in space_cfg.get("drafts", {}).items() if not named or m in named}
+    # --draft PATH alone: the methods its checkpoints are for.
+    chosen = named or tuple(by_method) or ("ngram",)
+    ks = parse_ks(k) if k else _ks(space_cfg["k"]) if "k" in space_cfg else proposal_ks(by_method, DEFAULT_KS)
     space = SearchSpace(
         methods=chosen,
-        ks=parse_ks(k) if k else _ks(space_cfg["k"]) if "k" in space_cfg else DEFAULT_KS,
+        ks=ks,
         drafts=by_method,
         ngram_lookup=tuple(parse_lookup(x) for x in ngram_lookup or space_cfg.get("ngram_lookup") or ["2-4"]),
-        fixed_k=dict(space_cfg.get("fixed_k", {})),
+        fixed_k=block_ks(by_method, dict(space_cfg.get("fixed_k", {}))),
     )
     mode = load or load_cfg.get("mode", "concurrency")
     levels = parse_levels(concurrency or load_cfg.get("concurrency", 1), "concurrency")

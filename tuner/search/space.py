@@ -8,11 +8,13 @@ checkpoint, ``<method>.k`` where k is swept, and ``ngram.lookup`` for ngram.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import optuna
 
 from tuner.engine import SpecConfig
+from tuner.engine.checkpoints import Checkpoint, looks_local
 from tuner.engine.spec_config import NEEDS_DRAFT
 from tuner.errors import UsageError
 
@@ -77,8 +79,9 @@ class SearchSpace:
                 raise UsageError(f"method '{method}' needs a draft checkpoint: pass "
                                  f"--draft {method}=PATH_OR_NAME (or --draft PATH with one such method)")
             if method in FIXED_K and method not in self.fixed_k:
-                raise UsageError(f"method '{method}' has its k fixed by the checkpoint's block size: "
-                                 f"set it in the study file ([space.fixed_k] {method} = K)")
+                raise UsageError(f"method '{method}' has its k fixed by the checkpoint's block size, "
+                                 "which cannot be read here (no config.json with block_size): set it "
+                                 f"in the study file ([space.fixed_k] {method} = K)")
         for method in self.drafts:
             if method not in self.methods:
                 raise UsageError(f"--draft names method '{method}', which is not among --method")
@@ -134,16 +137,55 @@ class SearchSpace:
 
 
 def drafts_by_method(methods: tuple[str, ...], drafts: list[str]) -> dict[str, tuple[str, ...]]:
-    """``--draft PATH`` goes to the one method that takes drafts; ``--draft METHOD=PATH`` to METHOD."""
-    takers = [m for m in methods if m in NEEDS_DRAFT]
+    """``--draft METHOD=PATH`` goes to METHOD; ``--draft PATH`` to the method its checkpoint is
+    for (as ``vllm serve`` infers it: speculators' algorithm, then the architecture; a plain model
+    is a draft_model), or to the one method among ``methods`` that takes drafts."""
+    takers = [m for m in methods if m in (*NEEDS_DRAFT, *FIXED_K)]
     result: dict[str, list[str]] = {}
     for draft in drafts:
         method, sep, path = draft.partition("=")
-        if sep and method in (*NEEDS_DRAFT, *FIXED_K):
+        if sep and method in (*NEEDS_DRAFT, *FIXED_K, "mtp"):
             result.setdefault(method, []).append(path)
+            continue
+        if looks_local(draft) and not Path(draft).expanduser().exists():
+            raise UsageError(f"--draft {draft!r} does not exist; pass the path of a checkpoint "
+                             "folder or a hub name")
+        found = Checkpoint.find(draft)
+        inferred = found.method or ("draft_model" if found.readable else None)
+        if inferred and (not methods or inferred in methods):
+            result.setdefault(inferred, []).append(draft)
         elif len(takers) == 1:
             result.setdefault(takers[0], []).append(draft)
+        elif not methods:
+            raise UsageError(f"--draft {draft!r}: its config.json is not here or in the local hub "
+                             "cache, so its method cannot be told; add --method (e.g. --method eagle3)")
         else:
             raise UsageError(f"--draft {draft!r}: say which method it is for, like "
                              f"--draft draft_model={draft} (methods taking drafts: {', '.join(takers) or 'none'})")
     return {m: tuple(d) for m, d in result.items()}
+
+
+def block_ks(drafts: dict[str, tuple[str, ...]], configured: dict[str, int]) -> dict[str, int]:
+    """Each block drafter's k, read from its checkpoint's block size; ``configured`` (the study
+    file's [space.fixed_k]) stands in only where the checkpoint cannot be read here."""
+    ks = dict(configured)
+    for method in FIXED_K & set(drafts):
+        read = {d: k for d in drafts[method] if (k := Checkpoint.find(d).block_k) is not None}
+        if len(set(read.values())) > 1:
+            raise UsageError(f"the {method} drafts have different block sizes ({read}); k is fixed by "
+                             "the block size, so tune them in separate studies")
+        if read:
+            k = next(iter(read.values()))
+            if method in configured and configured[method] != k:
+                raise UsageError(f"[space.fixed_k] sets {method} = {configured[method]}, but its "
+                                 f"checkpoint was trained for k = {k}; drop the fixed_k entry")
+            ks[method] = k
+    return ks
+
+
+def proposal_ks(drafts: dict[str, tuple[str, ...]], ks: tuple[int, ...]) -> tuple[int, ...]:
+    """The default k range, reaching the k a speculators checkpoint was trained for: its
+    ``proposal_methods`` are the prior for k."""
+    trained = [k for method, paths in drafts.items() if method not in FIXED_K for d in paths
+               if (k := Checkpoint.find(d).proposal_k)]
+    return tuple(range(1, max(trained) + 1)) if trained and max(trained) > max(ks) else ks
