@@ -59,7 +59,7 @@ POOL_WINDOWS = 512  # corpus prefixes continued greedily by the target (the draf
 POOL_PREFIX = 48  # tokens of corpus text before the target's own continuation
 
 # MTP (MiMo-style) target.
-MTP_TARGET = dict(layers=4, hidden=256, heads=4, intermediate=768, steps=200, mtp_steps=150)
+MTP_TARGET = dict(layers=4, hidden=256, heads=4, intermediate=768, steps=200, mtp_steps=300)
 
 
 # ----------------------------------------------------------------------------------------
@@ -649,7 +649,9 @@ def make_mtp_target(out_dir, tokenizer, tokens, eos_id: int, train: bool = True)
         last = target.config.num_hidden_layers - 1
         started = time.monotonic()
         loss = None
-        for step, x in enumerate(_batches(tokens, c["mtp_steps"], batch=DRAFT_BATCH), 1):
+        # The target's own greedy continuations, as for the block drafters.
+        pool = _greedy_pool(target, tokens)
+        for step, x in enumerate(_pool_batches(pool, c["mtp_steps"], DRAFT_BATCH), 1):
             feats, final = _target_features(target, x, [last])  # pre-norm last layer
             # Position t: (h_t, token t+1) -> the target's distribution for token t+2 (at t+1).
             logits = mtp.forward(feats[:, :-1], x[:, 1:])

@@ -56,3 +56,22 @@ def test_pages_link_to_a_given_optuna_dashboard(db: str, tmp_path: Path) -> None
     page = client.get("/")
     assert page.status_code == 200 and 'id="empty"' in page.text  # no study yet, said so
     assert 'href="http://127.0.0.1:8081/"' in page.text
+
+
+def test_a_run_names_its_methods_and_drafts_and_the_cli_checks_them(db: str, tmp_path: Path) -> None:
+    workload = tmp_path / "code.jsonl"
+    workload.write_text('{"prompt": "def f():", "max_tokens": 8}\n')
+    plain = tmp_path / "plain-model"
+    plain.mkdir()
+    (plain / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "vocab_size": 8}')
+    request = {"workload": str(workload), "model": str(plain), "methods": ["eagle3"], "drafts": [str(plain)],
+               "k": "1-3"}
+    with TestClient(create_app(db, token="s3cret", run_log_dir=tmp_path / "runs")) as client:
+        run = client.post("/api/runs", json=request, headers={"Authorization": "Bearer s3cret"}).json()
+        assert run["argv"][-6:] == ["--method", "eagle3", "--draft", str(plain), "--k", "1-3"]
+        deadline = time.monotonic() + 60
+        while client.get("/api/runs").json()[0]["status"] == "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert client.get("/api/runs").json()[0]["exit_code"] == 2
+        assert "is a plain model (LlamaForCausalLM), not an eagle3 drafter" in Path(run["log"]).read_text()

@@ -23,15 +23,6 @@ AUX_METHODS = frozenset({"eagle3", *BLOCK_METHODS})
 def check_space(space: SearchSpace, model: str, extra_fields: set[str] = frozenset()) -> list[str]:
     """Raise UsageError for the first thing in the space that cannot work; return the warnings
     (checks that could not be made) for the caller to show."""
-    schema = installed_vllm_schema()
-    if schema is not None:
-        unknown = [m for m in space.methods if m not in schema["methods"]]
-        if unknown:
-            raise UsageError(f"method '{unknown[0]}' is not known to the installed vLLM "
-                             f"(it knows: {', '.join(schema['methods'])}); drop it or upgrade vLLM")
-        bad_fields = sorted(extra_fields - set(schema["fields"]))
-        if bad_fields:
-            raise UsageError(f"'{bad_fields[0]}' is not a speculative-config field of the installed vLLM")
     target = Checkpoint.find(model)
     warnings = []
     if not target.readable and any(space.drafts.values()):
@@ -50,6 +41,16 @@ def check_space(space: SearchSpace, model: str, extra_fields: set[str] = frozens
                 continue
             if target.readable:
                 warnings += check_draft(method, found, target)
+    # Last: reading the installed vLLM imports it in a child process (seconds).
+    schema = installed_vllm_schema()
+    if schema is not None:
+        unknown = [m for m in space.methods if m not in schema["methods"]]
+        if unknown:
+            raise UsageError(f"method '{unknown[0]}' is not known to the installed vLLM "
+                             f"(it knows: {', '.join(schema['methods'])}); drop it or upgrade vLLM")
+        bad_fields = sorted(extra_fields - set(schema["fields"]))
+        if bad_fields:
+            raise UsageError(f"'{bad_fields[0]}' is not a speculative-config field of the installed vLLM")
     return warnings
 
 

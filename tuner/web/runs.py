@@ -27,6 +27,11 @@ class RunRequest(BaseModel):
     study: str | None = Field(None, description="TOML study file (space, server args, load)")
     name: str | None = Field(None, description="Study name; a new name warm-starts from the last study")
     trials: int | None = Field(None, ge=1)
+    methods: list[str] = Field(default_factory=list, description="Methods to try (ngram, draft_model, "
+                               "eagle3, dflash, dspark, mtp); empty: the study file's, or those of the drafts")
+    drafts: list[str] = Field(default_factory=list, description="Draft checkpoints: PATH (its method is "
+                              "read from its config) or METHOD=PATH")
+    k: str | None = Field(None, description="k values of chain drafters, like 1-6 or 2,4")
 
     def argv(self, db_url: str) -> list[str]:
         argv = [sys.executable, "-m", "tuner.cli", "optimize", "--workload", self.workload,
@@ -37,6 +42,10 @@ class RunRequest(BaseModel):
             argv += ["--name", self.name]
         if self.trials:
             argv += ["--trials", str(self.trials)]
+        argv += [a for m in self.methods for a in ("--method", m)]
+        argv += [a for d in self.drafts for a in ("--draft", d)]
+        if self.k:
+            argv += ["--k", self.k]
         return argv
 
 
