@@ -190,3 +190,14 @@ def test_a_fixed_k_that_contradicts_the_checkpoint_is_refused(tmp_path):
     study.write_text("[space]\nmethods = [\"dflash\"]\nfixed_k = { dflash = 7 }\n")
     with pytest.raises(UsageError, match=r"sets dflash = 7, but its checkpoint was trained for k = 4"):
         plan_study(study, drafts=[str(dflash)])
+
+
+def test_a_draft_adds_its_method_to_the_named_ones_unless_a_named_method_takes_it(tmp_path):
+    head, draft = eagle3_head(tmp_path), target(tmp_path, "draft")
+    plan = plan_study(methods=["ngram"], drafts=[str(head), str(draft)])
+    assert plan.space.methods == ("ngram", "eagle3", "draft_model")
+    # Named explicitly, the one method taking drafts gets it, and the preflight judges the fit.
+    plan = plan_study(methods=["draft_model"], drafts=[str(head)])
+    assert plan.space.drafts == {"draft_model": (str(head),)}
+    with pytest.raises(UsageError, match="is a drafter for --method eagle3, not draft_model"):
+        check_space(plan.space, str(target(tmp_path)))

@@ -39,10 +39,10 @@ def test_space_refuses_what_cannot_work():
 
 
 def test_drafts_by_method():
-    assert drafts_by_method(("ngram", "draft_model"), ["/a"]) == {"draft_model": ("/a",)}
+    assert drafts_by_method(("ngram", "draft_model"), ["org/a"]) == {"draft_model": ("org/a",)}
     assert drafts_by_method(("draft_model", "eagle3"), ["eagle3=/e"]) == {"eagle3": ("/e",)}
     with pytest.raises(UsageError, match="say which method"):
-        drafts_by_method(("draft_model", "eagle3"), ["/a"])
+        drafts_by_method(("draft_model", "eagle3"), ["org/a"])
 
 
 def row(config, tokens_per_s, status="complete", tpot=0.01):

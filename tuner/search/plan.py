@@ -157,8 +157,8 @@ def plan_study(
     named = tuple(methods or space_cfg.get("methods") or ())
     by_method = drafts_by_method(named, drafts) if drafts else {
         m: tuple(d) for m, d in space_cfg.get("drafts", {}).items() if not named or m in named}
-    # --draft PATH alone: the methods its checkpoints are for.
-    chosen = named or tuple(by_method) or ("ngram",)
+    # A --draft PATH whose method was not named adds the method its checkpoint is for.
+    chosen = (*named, *(m for m in by_method if m not in named)) or ("ngram",)
     ks = parse_ks(k) if k else _ks(space_cfg["k"]) if "k" in space_cfg else proposal_ks(by_method, DEFAULT_KS)
     space = SearchSpace(
         methods=chosen,

@@ -139,7 +139,8 @@ class SearchSpace:
 def drafts_by_method(methods: tuple[str, ...], drafts: list[str]) -> dict[str, tuple[str, ...]]:
     """``--draft METHOD=PATH`` goes to METHOD; ``--draft PATH`` to the method its checkpoint is
     for (as ``vllm serve`` infers it: speculators' algorithm, then the architecture; a plain model
-    is a draft_model), or to the one method among ``methods`` that takes drafts."""
+    is a draft_model) where that method is named or none that takes drafts is, else to the one
+    named method that takes drafts (the preflight then checks that it fits)."""
     takers = [m for m in methods if m in (*NEEDS_DRAFT, *FIXED_K)]
     result: dict[str, list[str]] = {}
     for draft in drafts:
@@ -152,11 +153,11 @@ def drafts_by_method(methods: tuple[str, ...], drafts: list[str]) -> dict[str, t
                              "folder or a hub name")
         found = Checkpoint.find(draft)
         inferred = found.method or ("draft_model" if found.readable else None)
-        if inferred and (not methods or inferred in methods):
+        if inferred and (inferred in methods or not takers):
             result.setdefault(inferred, []).append(draft)
         elif len(takers) == 1:
             result.setdefault(takers[0], []).append(draft)
-        elif not methods:
+        elif not takers:
             raise UsageError(f"--draft {draft!r}: its config.json is not here or in the local hub "
                              "cache, so its method cannot be told; add --method (e.g. --method eagle3)")
         else:
