@@ -4,14 +4,18 @@ Everything here is built locally from the project's tokenizer and training token
 with fixed step counts and seeds, so the same checkpoints come out on every machine.
 
 - ``make_qwen3_target``: a ``Qwen3ForCausalLM`` (4 layers, hidden 256) trained like
-  ``make_tiny_models.py`` trains its Llama. DFlash/DSpark checkpoints are Qwen3-style drafters,
-  but vLLM feeds them any target that exposes aux hidden states (the Llama target does too).
+  ``make_tiny_models.py`` trains its Llama. Not needed for DFlash: the drafters are Qwen3-style,
+  but vLLM feeds them any target that exposes aux hidden states, the project's Llama included.
 - ``make_dflash``: a DFlash drafter (``DFlashDraftModel``, vLLM ``qwen3_dflash.py``) distilled
-  from the target's own hidden states and logits.
+  from the target's own hidden states and logits. Serves on the CPU build.
 - ``make_dspark``: a DSpark drafter (``Qwen3DSparkModel``, vLLM ``qwen3_dspark.py``): the DFlash
-  backbone plus a low-rank Markov head. vLLM 0.32 runs DSpark only in its V2 model runner.
+  backbone plus a low-rank Markov head. vLLM 0.32 runs DSpark only in its V2 model runner, which
+  needs Triton with a CPU backend: the CPU build refuses it at start (docs/block-drafters.md).
 - ``make_mtp_target``: a MiMo-style target (``MiMoForCausalLM``: Qwen2 layers plus one MTP layer
-  under ``model.mtp_layers.0``), served with ``method: mtp`` (vLLM ``mimo_mtp.py``).
+  under ``model.mtp_layers.0``), served with ``method: mtp`` (vLLM ``mimo_mtp.py``). Serves.
+
+The drafters are trained on the target's own greedy continuations of corpus prefixes: at
+temperature 0 that is exactly the text the server drafts over.
 
 The forward passes below are the ones vLLM runs (read from its model code), so that what is
 trained here is what the server computes:
@@ -53,13 +57,13 @@ DSPARK_K = 4  # block of k queries (anchor + k-1 masks); serve with num_speculat
 DRAFT_LAYERS = 2
 MARKOV_RANK = 32
 DRAFT_STEPS = 400  # fixed, about 60-90 s each on 2 cores
-DRAFT_BATCH = 8  # windows of SEQ_LEN per step (the target's forward over them is most of the cost)
+DRAFT_BATCH = 8  # windows of SEQ_LEN per step
 ANCHORS = 16  # blocks trained per window and step
 POOL_WINDOWS = 512  # corpus prefixes continued greedily by the target (the drafters' training text)
 POOL_PREFIX = 48  # tokens of corpus text before the target's own continuation
 
 # MTP (MiMo-style) target.
-MTP_TARGET = dict(layers=4, hidden=256, heads=4, intermediate=768, steps=200, mtp_steps=300)
+MTP_TARGET = dict(layers=4, hidden=256, heads=4, intermediate=768, steps=200, mtp_steps=150)
 
 
 # ----------------------------------------------------------------------------------------
@@ -710,7 +714,10 @@ def main() -> int:
     parser.add_argument("--models", type=Path, default=Path(".models"))
     parser.add_argument("--only", default="qwen3-target,dflash,dspark,mtp-target",
                         help="comma-separated subset to build")
-    parser.add_argument("--target", default="qwen3-target",
+    # The project's Llama target serves DFlash on the CPU build (vLLM only needs aux hidden
+    # states from the target), so the drafters are for it by default: one target for every
+    # method the tuner compares. --target qwen3-target builds them for the Qwen3 target.
+    parser.add_argument("--target", default="target",
                         help="folder under --models the drafters are built for")
     parser.add_argument("--random", action="store_true", help="drafters with untrained weights")
     args = parser.parse_args()

@@ -201,3 +201,12 @@ def test_a_draft_adds_its_method_to_the_named_ones_unless_a_named_method_takes_i
     assert plan.space.drafts == {"draft_model": (str(head),)}
     with pytest.raises(UsageError, match="is a drafter for --method eagle3, not draft_model"):
         check_space(plan.space, str(target(tmp_path)))
+
+
+def test_mtp_needs_a_target_that_carries_mtp_layers(tmp_path):
+    with pytest.raises(UsageError, match="carries no MTP layers"):
+        check_space(SearchSpace(methods=("mtp",), ks=(1,)), str(target(tmp_path)))
+    mimo = target(tmp_path, "mimo", architectures=["MiMoForCausalLM"], num_nextn_predict_layers=2)
+    assert check_space(SearchSpace(methods=("mtp",), ks=(1, 2, 4)), str(mimo)) == []
+    with pytest.raises(UsageError, match="has 2 MTP layers, .* drop k = 3 from --k"):
+        check_space(SearchSpace(methods=("mtp",), ks=(1, 2, 3)), str(mimo))

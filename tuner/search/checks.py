@@ -41,6 +41,13 @@ def check_space(space: SearchSpace, model: str, extra_fields: set[str] = frozens
                 continue
             if target.readable:
                 warnings += check_draft(method, found, target)
+    if "mtp" in space.methods:
+        mtp = Checkpoint.find(space.drafts["mtp"][0]) if space.drafts.get("mtp") else target
+        if mtp.readable:
+            check_mtp(mtp, space.ks)
+        else:
+            warnings.append(f"warning: '{mtp.name}' has no config.json here or in the local hub cache, "
+                            "so whether it carries MTP layers was not checked")
     # Last: reading the installed vLLM imports it in a child process (seconds).
     schema = installed_vllm_schema()
     if schema is not None:
@@ -210,3 +217,20 @@ def check_block_drafter(method: str, draft: Checkpoint, target: Checkpoint) -> N
     if draft.block_size is None:
         raise UsageError(f"the {method} draft '{draft.name}' has no block_size in its config.json, so "
                          "its k is unknown; use a checkpoint that states the block size it was trained for")
+
+
+def check_mtp(checkpoint: Checkpoint, ks: tuple[int, ...]) -> None:
+    """MTP drafts with the model's own multi-token-prediction layers: it must have some, and a k
+    beyond their number must be a multiple of it (vLLM reuses the layers in turn)."""
+    text = checkpoint.get("text_config") or {}
+    layers = next((v for v in (checkpoint.get("num_nextn_predict_layers"), checkpoint.get("mtp_num_hidden_layers"),
+                               text.get("num_nextn_predict_layers"), text.get("mtp_num_hidden_layers"))
+                   if isinstance(v, int)), 0)
+    if layers < 1:
+        raise UsageError(f"'{checkpoint.name}' carries no MTP layers (no num_nextn_predict_layers in its "
+                         "config.json), so method mtp has nothing to draft with; drop --method mtp or "
+                         "use a model trained with MTP layers (DeepSeek-V3, MiMo, Qwen3-Next, GLM-4.5, ...)")
+    bad = [k for k in ks if k > layers and k % layers]
+    if bad:
+        raise UsageError(f"'{checkpoint.name}' has {layers} MTP layers, and vLLM needs a larger k to be a "
+                         f"multiple of that: drop k = {', '.join(map(str, bad))} from --k")
