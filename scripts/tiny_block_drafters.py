@@ -31,7 +31,10 @@ DSpark (vLLM ``v1/worker/gpu/spec_decode/dspark/speculator.py``, ``sample_from_a
 native layout): k queries ``[x_p, MASK, ...]`` at p..p+k-1; the query at p+j proposes token
 p+j+1, with ``markov_w2 @ markov_w1[previous token]`` added to its logits, left to right.
 
-Usage: python scripts/tiny_block_drafters.py --models .models [--only dflash,dspark,...]
+Usage: python scripts/tiny_block_drafters.py --models .models [--only dflash,mtp-target,...]
+       [--target target|qwen3-target] [--random]
+(reads the tokenizer from MODELS/target; the drafters are for MODELS/target, the project's
+Llama, unless --target says otherwise).
 """
 
 from __future__ import annotations
@@ -109,13 +112,17 @@ def _batches(tokens, steps: int, seq_len: int = SEQ_LEN, batch: int = BATCH):
 
 
 def _save_tokenizer(tokenizer_or_dir, out: Path) -> None:
-    # vLLM reads the draft's tokenizer from the target, but a folder that is also served on its
-    # own (the targets) needs one; copying it into the drafters keeps each folder self-contained.
+    # A served target folder needs its tokenizer. vLLM gives a drafter the target's tokenizer,
+    # so a drafter folder does not; a copy only keeps it self-contained (skipped if the target
+    # folder has none).
     from transformers import AutoTokenizer
 
     tok = tokenizer_or_dir
     if isinstance(tok, (str, Path)):
-        tok = AutoTokenizer.from_pretrained(str(tok))
+        try:
+            tok = AutoTokenizer.from_pretrained(str(tok))
+        except (OSError, ValueError):
+            return
     tok.save_pretrained(out)
 
 
@@ -145,7 +152,8 @@ def _train_causal_lm(model, tokens, steps: int, name: str):
 # ----------------------------------------------------------------------------------------
 
 def make_qwen3_target(out_dir, tokenizer, tokens, eos_id: int):
-    """A tiny Qwen3ForCausalLM trained like make_tiny_models.py's Llama target; returns it (fp32)."""
+    """A tiny Qwen3ForCausalLM trained like make_tiny_models.py's Llama target (same size, steps,
+    seed and windows); saved in bf16 with the tokenizer, returned in fp32."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -264,7 +272,8 @@ class _BlockDrafter:
 
         cfg = target.config
         self.hidden = h = cfg.hidden_size
-        self.heads, self.head_dim = cfg.num_attention_heads, getattr(cfg, "head_dim", None) or h // cfg.num_attention_heads
+        self.heads = cfg.num_attention_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or h // self.heads
         self.kv_heads = self.heads
         self.inter = cfg.intermediate_size
         self.eps = cfg.rms_norm_eps
@@ -303,7 +312,8 @@ class _BlockDrafter:
             # Markov bias starts at zero (w2 = 0): the head first learns the parallel draft.
             p["markov_head.markov_w1.weight"] = nn.Parameter(
                 torch.randn(self.embed.shape[0], markov_rank, generator=g) * 0.1)
-            p["markov_head.markov_w2.weight"] = nn.Parameter(torch.zeros(self.embed.shape[0], markov_rank))
+            p["markov_head.markov_w2.weight"] = nn.Parameter(
+                torch.zeros(self.embed.shape[0], markov_rank))
         self.p = p
 
     def parameters(self):
@@ -359,7 +369,8 @@ class _BlockDrafter:
         return hidden @ self.lm_head.T
 
     def markov_bias(self, prev_ids):
-        return self.p["markov_head.markov_w1.weight"][prev_ids] @ self.p["markov_head.markov_w2.weight"].T
+        w1, w2 = self.p["markov_head.markov_w1.weight"], self.p["markov_head.markov_w2.weight"]
+        return w1[prev_ids] @ w2.T
 
     def state_dict(self):
         import torch
@@ -442,7 +453,8 @@ def _train_block_drafter(target, tokens, kind: str):
                 agree = (logp.argmax(-1) == teacher.argmax(-1)).float().mean(dim=(0, 1))
             print(f"  {kind}: step {step}, loss {loss.item():.2f}, "
                   f"top-1 agreement by slot {[round(a, 2) for a in agree.tolist()]}", flush=True)
-    print(f"  {kind}: {DRAFT_STEPS} steps in {time.monotonic() - started:.0f} s, loss {loss.item():.2f}")
+    print(f"  {kind}: {DRAFT_STEPS} steps in {time.monotonic() - started:.0f} s, "
+          f"loss {loss.item():.2f}")
     return drafter
 
 
@@ -570,9 +582,12 @@ class _MiMoMTPLayer:
             "input_layernorm.weight": nn.Parameter(torch.ones(h)),
             "post_attention_layernorm.weight": nn.Parameter(torch.ones(h)),
             # Qwen2 attention: q/k/v carry biases (vLLM's Qwen2 layer always has them).
-            "self_attn.q_proj.weight": linear(h, h), "self_attn.q_proj.bias": nn.Parameter(torch.zeros(h)),
-            "self_attn.k_proj.weight": linear(h, h), "self_attn.k_proj.bias": nn.Parameter(torch.zeros(h)),
-            "self_attn.v_proj.weight": linear(h, h), "self_attn.v_proj.bias": nn.Parameter(torch.zeros(h)),
+            "self_attn.q_proj.weight": linear(h, h),
+            "self_attn.q_proj.bias": nn.Parameter(torch.zeros(h)),
+            "self_attn.k_proj.weight": linear(h, h),
+            "self_attn.k_proj.bias": nn.Parameter(torch.zeros(h)),
+            "self_attn.v_proj.weight": linear(h, h),
+            "self_attn.v_proj.bias": nn.Parameter(torch.zeros(h)),
             "self_attn.o_proj.weight": linear(h, h, 0.5),
             "mlp.gate_proj.weight": linear(inter, h),
             "mlp.up_proj.weight": linear(inter, h),
@@ -610,13 +625,15 @@ class _MiMoMTPLayer:
         att = att.transpose(1, 2).reshape(b, length, -1)
         residual = residual + att @ p["self_attn.o_proj.weight"].T
         y = _rms(residual, p["post_attention_layernorm.weight"], self.eps)
-        residual = residual + (F.silu(y @ p["mlp.gate_proj.weight"].T) * (y @ p["mlp.up_proj.weight"].T)) @ p["mlp.down_proj.weight"].T
+        mlp = F.silu(y @ p["mlp.gate_proj.weight"].T) * (y @ p["mlp.up_proj.weight"].T)
+        residual = residual + mlp @ p["mlp.down_proj.weight"].T
         return _rms(residual, p["final_layernorm.weight"], self.eps) @ self.lm_head.T
 
     def state_dict(self):
         import torch
 
-        return {self.PREFIX + k: v.detach().to(torch.bfloat16).contiguous() for k, v in self.p.items()}
+        return {self.PREFIX + k: v.detach().to(torch.bfloat16).contiguous()
+                for k, v in self.p.items()}
 
 
 def make_mtp_target(out_dir, tokenizer, tokens, eos_id: int, train: bool = True):
@@ -671,7 +688,8 @@ def make_mtp_target(out_dir, tokenizer, tokens, eos_id: int, train: bool = True)
                 agree = (logp.argmax(-1) == teacher.argmax(-1)).float().mean().item()
                 print(f"  mtp: step {step}, loss {loss.item():.2f}, top-1 agreement {agree:.2f}",
                       flush=True)
-        print(f"  mtp: {c['mtp_steps']} steps in {time.monotonic() - started:.0f} s, loss {loss.item():.2f}")
+        print(f"  mtp: {c['mtp_steps']} steps in {time.monotonic() - started:.0f} s, "
+              f"loss {loss.item():.2f}")
     out.mkdir(parents=True, exist_ok=True)
     target.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
     # The MTP layer goes into the target's own file (as MiMo ships it); vLLM's MiMoForCausalLM
@@ -735,8 +753,10 @@ def main() -> int:
     for name, build in (
         ("qwen3-target", lambda: make_qwen3_target(args.models / "qwen3-target", tokenizer, tokens,
                                                    tokenizer.eos_token_id)),
-        ("dflash", lambda: make_dflash(args.models / "dflash", target_dir, tokens, not args.random)),
-        ("dspark", lambda: make_dspark(args.models / "dspark", target_dir, tokens, not args.random)),
+        ("dflash", lambda: make_dflash(args.models / "dflash", target_dir, tokens,
+                                       train=not args.random)),
+        ("dspark", lambda: make_dspark(args.models / "dspark", target_dir, tokens,
+                                       train=not args.random)),
         ("mtp-target", lambda: make_mtp_target(args.models / "mtp-target", tokenizer, tokens,
                                                tokenizer.eos_token_id, not args.random)),
     ):

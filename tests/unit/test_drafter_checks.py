@@ -150,9 +150,20 @@ def block_drafter(tmp_path, method="dflash", **fields):
                                       "num_hidden_layers": 1, **fields})
 
 
-def test_a_block_drafter_over_a_target_of_another_architecture(tmp_path):
+def test_a_block_drafter_over_a_target_that_hands_out_no_hidden_states(tmp_path):
+    gpt2 = target(tmp_path, "gpt2", architectures=["GPT2LMHeadModel"], model_type="gpt2")
     draft = block_drafter(tmp_path, block_size=4, dflash_config={"target_layer_ids": [0, 2]})
-    with pytest.raises(UsageError, match="runs over qwen3 targets, but .* is a llama model"):
+    with pytest.raises(UsageError, match=r"\(GPT2LMHeadModel\) does not hand its hidden states to a drafter"):
+        check_space(SearchSpace(methods=("dflash",), drafts={"dflash": (str(draft),)}, fixed_k={"dflash": 3}),
+                    str(gpt2))
+    # The Llama target does: DFlash drafts over it (docs/block-drafters.md).
+    assert check_space(SearchSpace(methods=("dflash",), drafts={"dflash": (str(draft),)}, fixed_k={"dflash": 3}),
+                       str(target(tmp_path))) == []
+
+
+def test_a_block_drafter_without_a_block_size(tmp_path):
+    draft = block_drafter(tmp_path, dflash_config={"target_layer_ids": [0, 2]})
+    with pytest.raises(UsageError, match="has no block_size in its config.json"):
         check_space(SearchSpace(methods=("dflash",), drafts={"dflash": (str(draft),)}, fixed_k={"dflash": 3}),
                     str(target(tmp_path)))
 

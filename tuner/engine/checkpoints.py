@@ -166,8 +166,11 @@ class Checkpoint:
 
     @property
     def block_k(self) -> int | None:
-        """The k a block drafter runs at: DSpark drafts its whole block; DFlash's first block
-        position is the anchor (the token already sampled) unless it samples from it."""
+        """The k a block drafter runs at: a speculators checkpoint's trained k; else DSpark drafts
+        its whole block, and DFlash's first block position is the anchor (the token already
+        sampled), so a block of n drafts n - 1 (z-lab's b16 checkpoints run at k = 15)."""
+        if self.proposal_k is not None:
+            return self.proposal_k
         size = self.block_size
         if size is None:
             return None

@@ -42,3 +42,25 @@ def gpu_name() -> str | None:
     except (subprocess.SubprocessError, OSError):
         return None
     return out.strip().splitlines()[0] if out.strip() else None
+
+
+_AUX_SUPPORT = r"""
+import json, sys
+from vllm.model_executor.models.interfaces import supports_eagle3
+from vllm.model_executor.models.registry import ModelRegistry
+cls = ModelRegistry._try_load_model_cls(sys.argv[1])
+print(json.dumps(None if cls is None else bool(supports_eagle3(cls))))
+"""
+
+
+@lru_cache(maxsize=16)
+def gives_aux_hidden_states(architecture: str) -> bool | None:
+    """Whether the installed vLLM's model class for ``architecture`` hands its intermediate hidden
+    states to a drafter (the interface EAGLE-3, DFlash and DSpark read); None where it cannot tell
+    (no vLLM here, an architecture it does not know, another vLLM layout)."""
+    try:
+        out = subprocess.run([sys.executable, "-c", _AUX_SUPPORT, architecture], capture_output=True,
+                             text=True, timeout=120, check=True).stdout
+        return json.loads(out.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, ValueError, IndexError, OSError):
+        return None

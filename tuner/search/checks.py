@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuner.engine.checkpoints import BLOCK_METHODS, Checkpoint, looks_local
-from tuner.engine.installed import installed_vllm_schema
+from tuner.engine.installed import gives_aux_hidden_states, installed_vllm_schema
 from tuner.errors import UsageError
 from tuner.engine import SpecConfig
 from tuner.search.space import FIXED_K, SearchSpace
@@ -15,8 +15,6 @@ from tuner.search.space import FIXED_K, SearchSpace
 # Fields that make two configs the same model (a renamed local copy still matches).
 IDENTITY = ("architectures", "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
             "num_key_value_heads", "intermediate_size", "vocab_size")
-# Targets vLLM's block drafters are written for (qwen3_dflash.py, qwen3_dspark.py).
-BLOCK_TARGETS = {"dflash": ("qwen3",), "dspark": ("qwen3",)}
 AUX_METHODS = frozenset({"eagle3", *BLOCK_METHODS})
 
 
@@ -93,6 +91,7 @@ def check_draft(method: str, draft: Checkpoint, target: Checkpoint) -> list[str]
                              f"'{model}' has {target_vocab}; a draft_model must share the "
                              "target's tokenizer")
     if method in AUX_METHODS:
+        check_target_gives_hidden_states(method, target)
         check_hidden_size(method, draft, target)
         check_aux_layers(method, draft, target)
         check_vocabulary(method, draft, target)
@@ -208,15 +207,19 @@ def check_vocabulary(method: str, draft: Checkpoint, target: Checkpoint) -> None
 
 
 def check_block_drafter(method: str, draft: Checkpoint, target: Checkpoint) -> None:
-    kinds = BLOCK_TARGETS.get(method, ())
-    model_type = target.get("model_type")
-    if kinds and model_type and model_type not in kinds:
-        raise UsageError(f"the {method} draft '{draft.name}' runs over {' or '.join(kinds)} targets, but "
-                         f"'{target.name}' is a {model_type} model; pick a target of that architecture "
-                         f"or another method")
-    if draft.block_size is None:
+    if draft.block_k is None:
         raise UsageError(f"the {method} draft '{draft.name}' has no block_size in its config.json, so "
                          "its k is unknown; use a checkpoint that states the block size it was trained for")
+
+
+def check_target_gives_hidden_states(method: str, target: Checkpoint) -> None:
+    """EAGLE-3 and the block drafters read the target's intermediate hidden states: its model class
+    in the installed vLLM must hand them out (Llama, Qwen and most others do; GPT-2 does not)."""
+    for architecture in target.architectures[:1]:
+        if gives_aux_hidden_states(architecture) is False:
+            raise UsageError(f"the target '{target.name}' ({architecture}) does not hand its hidden "
+                             f"states to a drafter in the installed vLLM, which {method} reads; pick "
+                             "another method (ngram, draft_model) or a target that does")
 
 
 def check_mtp(checkpoint: Checkpoint, ks: tuple[int, ...]) -> None:
