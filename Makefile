@@ -66,12 +66,18 @@ compose-tool:
 	fi; \
 	apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-compose
 
-# A fresh study each time: baseline, ngram and draft_model at k = 2 and 4 (5 server starts).
+# A fresh study for each workload type, code and chat: the baseline, ngram, and the three drafters
+# `make models` trains for the target (a draft model, an EAGLE-3 head, a DFlash drafter; each
+# --draft's method is read from its checkpoint), then the answer per workload type.
+DEMO_DB := sqlite:///.tuner/demo.db
 demo: models
 	mkdir -p .tuner && rm -f .tuner/demo.db .tuner/demo.db-wal .tuner/demo.db-shm
-	$(BIN)/tuner optimize --workload workloads/code.jsonl --model $(MODELS)/target \
-		--method ngram --method draft_model --draft $(MODELS)/draft --k 1-6 \
-		--concurrency 2 --db sqlite:///.tuner/demo.db $(DEMO_SERVER_ARGS)
+	for workload in code chat; do \
+		$(BIN)/tuner optimize --workload workloads/$$workload.jsonl --model $(MODELS)/target \
+			--method ngram --draft $(MODELS)/draft --draft $(MODELS)/eagle3 --draft $(MODELS)/dflash \
+			--k 1-4 --concurrency 2 --db $(DEMO_DB) $(DEMO_SERVER_ARGS) || exit 1; \
+	done
+	$(BIN)/tuner best --db $(DEMO_DB)
 
 test: models browser prometheus compose-tool
 	$(BIN)/python -m pytest -v -rs --durations=25

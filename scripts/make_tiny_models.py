@@ -7,6 +7,8 @@ its documentation topics and licence texts):
   - a draft Llama for method draft_model (1 layer, hidden 128, same tokenizer),
   - a weaker draft of the same shape (40 steps of plain training, no distillation),
   - an EAGLE-3 head for the target, trained on its hidden states (scripts/tiny_eagle3.py),
+  - a DFlash drafter for the target, and a DSpark one with untrained weights, and a MiMo-style
+    target carrying an MTP layer (scripts/tiny_block_drafters.py, docs/block-drafters.md),
 so that acceptance really differs between code and chat traffic.
 
 The result goes to OUT (default .models/) and is reused while these scripts are unchanged.
@@ -25,6 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tiny_block_drafters import make_dflash, make_dspark, make_mtp_target  # noqa: E402
 from tiny_eagle3 import make_eagle3_head  # noqa: E402
 
 VOCAB = 2048
@@ -163,7 +166,12 @@ def main() -> int:
         tokenizer.save_pretrained(args.out / name)
     made = list(MODELS)
     print(f"  eagle3: {make_eagle3_head(args.out / 'eagle3', target, tokens)}")
-    made.append("eagle3")
+    make_dflash(args.out / "dflash", args.out / "target", tokens)
+    # vLLM 0.32's CPU build cannot serve DSpark (its V2 model runner needs Triton): a checkpoint
+    # that loads is enough to show the server's cause, so its weights are not trained here.
+    make_dspark(args.out / "dspark", args.out / "target", tokens, train=False)
+    make_mtp_target(args.out / "mtp-target", tokenizer, tokens, tokenizer.eos_token_id)
+    made += ["eagle3", "dflash", "dspark", "mtp-target"]
     stamp.write_text(fingerprint + "\n")
     info = {name: str((args.out / name).resolve()) for name in made}
     print(json.dumps(info))

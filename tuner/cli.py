@@ -140,7 +140,7 @@ def measure(
 
     with user_errors():
         config = spec_from_options(spec, method, draft, k)
-        if config is not None and config.draft_model:
+        if config is not None:
             for warning in check_config(config, model):
                 err_console.print(warning, highlight=False, soft_wrap=True)
         loaded = load_workload(workload, workload_type)

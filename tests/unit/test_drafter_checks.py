@@ -221,3 +221,11 @@ def test_mtp_needs_a_target_that_carries_mtp_layers(tmp_path):
     assert check_space(SearchSpace(methods=("mtp",), ks=(1, 2, 4)), str(mimo)) == []
     with pytest.raises(UsageError, match="has 2 MTP layers, .* drop k = 3 from --k"):
         check_space(SearchSpace(methods=("mtp",), ks=(1, 2, 3)), str(mimo))
+
+
+def test_a_hub_name_not_in_the_cache_is_placed_by_its_name_as_vllm_does(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    plan = plan_study(methods=["ngram"], drafts=["yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"])
+    assert plan.space.drafts == {"eagle3": ("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",)}
+    with pytest.raises(UsageError, match="its method cannot be told; add --method"):
+        plan_study(methods=["ngram"], drafts=["meta-llama/Llama-3.2-1B-Instruct"])

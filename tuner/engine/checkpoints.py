@@ -90,8 +90,8 @@ class Checkpoint:
     @property
     def method(self) -> str | None:
         """The speculative method this drafter is for, as ``vllm serve <speculator>`` infers it:
-        speculators' algorithm first, then the architecture; None for a plain model (a
-        draft_model) or an unreadable one."""
+        speculators' algorithm first, then the architecture, and for a checkpoint not readable
+        here its name (``...EAGLE3...``); None for a plain model (a draft_model) or no clue."""
         algorithm = (self.config or {}).get("speculators_model_type") or self.speculators.get("algorithm")
         if algorithm in SPECULATORS_METHODS:
             return SPECULATORS_METHODS[algorithm]
@@ -102,6 +102,12 @@ class Checkpoint:
                 return method
         if (self.config or {}).get("model_type") in ("medusa", "mlp_speculator"):
             return self.config["model_type"]
+        if self.config is None:  # not readable here: the name, as vLLM guesses it too
+            name = self.name.lower()
+            for needle, method in (("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark"),
+                                   ("eagle-", "eagle")):
+                if needle in name:
+                    return method
         return None
 
     @property

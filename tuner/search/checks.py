@@ -67,7 +67,8 @@ def check_config(config: SpecConfig, model: str) -> list[str]:
     """The same checks for one configuration (``tuner measure``)."""
     fixed = {config.method: config.k} if config.method in FIXED_K else {}
     drafts = {config.method: (config.draft_model,)} if config.draft_model else {}
-    return check_space(SearchSpace(methods=(config.method,), drafts=drafts, fixed_k=fixed), model)
+    return check_space(SearchSpace(methods=(config.method,), ks=(config.k,), drafts=drafts, fixed_k=fixed),
+                       model)
 
 
 def check_draft(method: str, draft: Checkpoint, target: Checkpoint) -> list[str]:
