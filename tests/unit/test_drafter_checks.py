@@ -203,14 +203,14 @@ def test_a_fixed_k_that_contradicts_the_checkpoint_is_refused(tmp_path):
         plan_study(study, drafts=[str(dflash)])
 
 
-def test_a_draft_adds_its_method_to_the_named_ones_unless_a_named_method_takes_it(tmp_path):
+def test_a_draft_adds_its_method_to_the_named_ones(tmp_path):
     head, draft = eagle3_head(tmp_path), target(tmp_path, "draft")
     plan = plan_study(methods=["ngram"], drafts=[str(head), str(draft)])
     assert plan.space.methods == ("ngram", "eagle3", "draft_model")
-    # Named explicitly, the one method taking drafts gets it, and the preflight judges the fit.
-    plan = plan_study(methods=["draft_model"], drafts=[str(head)])
-    assert plan.space.drafts == {"draft_model": (str(head),)}
-    with pytest.raises(UsageError, match="is a drafter for --method eagle3, not draft_model"):
+    # A plain model goes to the one named method taking drafts, and the preflight judges the fit.
+    plan = plan_study(methods=["eagle3"], drafts=[str(draft)])
+    assert plan.space.drafts == {"eagle3": (str(draft),)}
+    with pytest.raises(UsageError, match=r"is a plain model \(LlamaForCausalLM\), not an eagle3 drafter"):
         check_space(plan.space, str(target(tmp_path)))
 
 

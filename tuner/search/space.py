@@ -138,9 +138,9 @@ class SearchSpace:
 
 def drafts_by_method(methods: tuple[str, ...], drafts: list[str]) -> dict[str, tuple[str, ...]]:
     """``--draft METHOD=PATH`` goes to METHOD; ``--draft PATH`` to the method its checkpoint is
-    for (as ``vllm serve`` infers it: speculators' algorithm, then the architecture; a plain model
-    is a draft_model) where that method is named or none that takes drafts is, else to the one
-    named method that takes drafts (the preflight then checks that it fits)."""
+    for, as ``vllm serve`` infers it (speculators' algorithm, then the architecture). A plain model
+    is a draft_model unless the one named method taking drafts is another (the preflight then
+    says whether it fits); a checkpoint not readable here goes to that one method."""
     takers = [m for m in methods if m in (*NEEDS_DRAFT, *FIXED_K)]
     result: dict[str, list[str]] = {}
     for draft in drafts:
@@ -152,9 +152,9 @@ def drafts_by_method(methods: tuple[str, ...], drafts: list[str]) -> dict[str, t
             raise UsageError(f"--draft {draft!r} does not exist; pass the path of a checkpoint "
                              "folder or a hub name")
         found = Checkpoint.find(draft)
-        inferred = found.method or ("draft_model" if found.readable else None)
-        if inferred and (inferred in methods or not takers):
-            result.setdefault(inferred, []).append(draft)
+        plain = "draft_model" if found.readable and found.method is None else None
+        if found.method or (plain and (plain in methods or not takers)):
+            result.setdefault(found.method or plain, []).append(draft)
         elif len(takers) == 1:
             result.setdefault(takers[0], []).append(draft)
         elif not takers:
