@@ -496,39 +496,39 @@ def _save_drafter(out: Path, config: dict, drafter, target_dir) -> None:
     _save_tokenizer(target_dir, out)
 
 
+def _make_block_drafter(kind: str, out_dir, target_dir, tokens, train: bool, markov_rank, fields) -> object:
+    """Train (or, with ``train`` false, initialise) a block drafter of ``kind`` and save it with
+    the Qwen3 draft config plus ``fields(target)``."""
+    target = _load_target(target_dir)
+    if train:
+        drafter = _train_block_drafter(target, tokens, kind)
+    else:
+        drafter = _BlockDrafter(target, _target_layer_ids(target), DRAFT_LAYERS, markov_rank)
+    config = _qwen3_draft_config(target, DRAFT_LAYERS)
+    config.update(fields(target))
+    _save_drafter(Path(out_dir), config, drafter, target_dir)
+    return drafter
+
+
 def make_dflash(out_dir, target_dir, tokens, train: bool = True):
     """A DFlash drafter for the target in ``target_dir`` (native z-lab layout, which vLLM's
     ``DFlashDraftModel`` loads). Serve with
     ``{"method": "dflash", "model": out_dir, "num_speculative_tokens": DFLASH_K}``."""
-    target = _load_target(target_dir)
-    if train:
-        drafter = _train_block_drafter(target, tokens, "dflash")
-    else:
-        drafter = _BlockDrafter(target, _target_layer_ids(target), DRAFT_LAYERS, None)
-    config = _qwen3_draft_config(target, DRAFT_LAYERS)
-    config.update({
+    return _make_block_drafter("dflash", out_dir, target_dir, tokens, train, None, lambda target: {
         "architectures": ["DFlashDraftModel"],
         # vLLM reads the mask token and the target layers here (aux ids = target_layer_ids + 1).
         "dflash_config": {"mask_token_id": MASK_TOKEN_ID,
                           "target_layer_ids": _target_layer_ids(target)},
-        # Informational (as in z-lab checkpoints): vLLM does not read it for DFlash; k is
-        # num_speculative_tokens and the drafter was trained for k = block_size - 1.
+        # As in z-lab checkpoints: vLLM does not read it for DFlash (k is num_speculative_tokens),
+        # the tuner does: the drafter was trained for k = block_size - 1.
         "block_size": DFLASH_K + 1,
     })
-    _save_drafter(Path(out_dir), config, drafter, target_dir)
-    return drafter
 
 
 def make_dspark(out_dir, target_dir, tokens, train: bool = True):
     """A DSpark drafter (``Qwen3DSparkModel``, anchor-as-first-prediction layout). Serve with
     ``{"method": "dspark", "model": out_dir, "num_speculative_tokens": DSPARK_K}``."""
-    target = _load_target(target_dir)
-    if train:
-        drafter = _train_block_drafter(target, tokens, "dspark")
-    else:
-        drafter = _BlockDrafter(target, _target_layer_ids(target), DRAFT_LAYERS, MARKOV_RANK)
-    config = _qwen3_draft_config(target, DRAFT_LAYERS)
-    config.update({
+    return _make_block_drafter("dspark", out_dir, target_dir, tokens, train, MARKOV_RANK, lambda target: {
         "architectures": ["Qwen3DSparkModel"],
         "mask_token_id": MASK_TOKEN_ID,
         # vLLM defaults num_speculative_tokens to block_size (then dspark_block_size).
@@ -543,8 +543,6 @@ def make_dspark(out_dir, target_dir, tokens, train: bool = True):
         "use_aux_hidden_state": True,
         "enable_confidence_head": False,
     })
-    _save_drafter(Path(out_dir), config, drafter, target_dir)
-    return drafter
 
 
 # ----------------------------------------------------------------------------------------
