@@ -197,13 +197,14 @@ def test_faults_during_one_study(tmp_path, tiny_models):
 
 
 def test_a_missing_draft_and_refusals_before_any_start(tmp_path, tiny_models):
-    """`tuner measure` with a missing draft or an unknown config key: vLLM exits at start and its
-    own error is the cause (`tuner optimize` refuses a missing draft before any start). An
-    unwritable log folder is refused before any server starts: one sentence, exit 2."""
+    """A missing draft is refused before any start, by `tuner measure` and `tuner optimize` alike
+    (the preflight); an unknown config key reaches vLLM, which exits at start, and its own error
+    is the cause. An unwritable log folder is refused before any server starts: one sentence,
+    exit 2."""
     missing = tmp_path / "no-draft"
     cases = {
-        "server exits at start: missing draft (tuner measure)": (
-            ["measure", "--method", "draft_model", "--draft", str(missing), "--k", "2"], 1, str(missing)),
+        "refused before start: missing draft (tuner measure)": (
+            ["measure", "--method", "draft_model", "--draft", str(missing), "--k", "2"], 2, "does not exist"),
         "refused before start: missing draft (tuner optimize)": (
             ["optimize", "--method", "draft_model", "--draft", str(missing), "--k", "2",
              "--db", f"sqlite:///{tmp_path / 'd.db'}"], 2, "does not exist"),

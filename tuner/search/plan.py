@@ -9,7 +9,7 @@ slo = ["tpot_p99_ms<=40"]
 methods = ["ngram", "draft_model"]
 k = "1-6"                      # or [1, 2, 4]
 ngram_lookup = ["2-4", "3-5"]
-fixed_k = { dflash = 7 }
+fixed_k = { dflash = 7 }        # only where the checkpoint's block size cannot be read
 [space.drafts]
 draft_model = ["/models/qwen3-0.6b"]
 [server]
