@@ -42,6 +42,11 @@ def looks_local(name: str) -> bool:
     return name.startswith(("/", "./", "../", "~")) or Path(name).expanduser().exists()
 
 
+def missing_local(name: str) -> bool:
+    """A path (not a hub name) that names nothing on this host."""
+    return looks_local(name) and not Path(name).expanduser().exists()
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """``name`` as the user gave it; ``folder`` where its files were found (None: not readable

@@ -4,12 +4,10 @@ cannot be made (a hub checkpoint not in the local cache) is one warning line, ne
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tuner.engine.checkpoints import BLOCK_METHODS, Checkpoint, looks_local
+from tuner.engine import SpecConfig
+from tuner.engine.checkpoints import BLOCK_METHODS, Checkpoint, missing_local
 from tuner.engine.installed import gives_aux_hidden_states, installed_vllm_schema
 from tuner.errors import UsageError
-from tuner.engine import SpecConfig
 from tuner.search.space import FIXED_K, SearchSpace
 
 # Fields that make two configs the same model (a renamed local copy still matches).
@@ -28,7 +26,7 @@ def check_space(space: SearchSpace, model: str, extra_fields: set[str] = frozens
                         "cache, so the drafts' fit to it was not checked")
     for method, drafts in space.drafts.items():
         for draft in drafts:
-            if looks_local(draft) and not Path(draft).expanduser().exists():
+            if missing_local(draft):
                 raise UsageError(f"the {method} draft '{draft}' does not exist; "
                                  "pass the path of a checkpoint folder or a hub name")
             found = Checkpoint.find(draft)
@@ -97,7 +95,7 @@ def check_draft(method: str, draft: Checkpoint, target: Checkpoint) -> list[str]
         check_aux_layers(method, draft, target)
         check_vocabulary(method, draft, target)
     if method in BLOCK_METHODS:
-        check_block_drafter(method, draft, target)
+        check_block_drafter(method, draft)
     return warnings
 
 
@@ -207,7 +205,7 @@ def check_vocabulary(method: str, draft: Checkpoint, target: Checkpoint) -> None
                          "names must be exactly those t2d marks); rebuild the maps from one token list")
 
 
-def check_block_drafter(method: str, draft: Checkpoint, target: Checkpoint) -> None:
+def check_block_drafter(method: str, draft: Checkpoint) -> None:
     if draft.block_k is None:
         raise UsageError(f"the {method} draft '{draft.name}' has no block_size in its config.json, so "
                          "its k is unknown; use a checkpoint that states the block size it was trained for")

@@ -8,13 +8,12 @@ checkpoint, ``<method>.k`` where k is swept, and ``ngram.lookup`` for ngram.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import optuna
 
 from tuner.engine import SpecConfig
-from tuner.engine.checkpoints import Checkpoint, looks_local
+from tuner.engine.checkpoints import Checkpoint, missing_local
 from tuner.engine.spec_config import NEEDS_DRAFT
 from tuner.errors import UsageError
 
@@ -148,7 +147,7 @@ def drafts_by_method(methods: tuple[str, ...], drafts: list[str]) -> dict[str, t
         if sep and method in (*NEEDS_DRAFT, *FIXED_K, "mtp"):
             result.setdefault(method, []).append(path)
             continue
-        if looks_local(draft) and not Path(draft).expanduser().exists():
+        if missing_local(draft):
             raise UsageError(f"--draft {draft!r} does not exist; pass the path of a checkpoint "
                              "folder or a hub name")
         found = Checkpoint.find(draft)
