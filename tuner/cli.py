@@ -18,9 +18,8 @@ from rich.console import Console
 from tuner.engine import ServerOptions, SpecConfig
 from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
-from tuner.report import (MeasureProgress, StudyProgressView, answer_dict, answer_text,
-                          measurement_table, outcome_dict, pareto_table, prediction_error,
-                          schedule_text, trials_table)
+from tuner.report import (MeasureProgress, StudyProgressView, measurement_table, outcome_dict,
+                          pareto_table, schedule_text, trials_table, verdict_dict, verdict_text)
 from tuner.trial import MeasureSettings, measure_config
 from tuner.workload import load_workload
 
@@ -77,6 +76,20 @@ HeartbeatOpt = Annotated[int, typer.Option(
          "reruns the trial.")]
 DbOpt = Annotated[Optional[str], typer.Option(
     help="Results database URL (env TUNER_DB; default sqlite:///tuner.db).")]
+WriteConfigOpt = Annotated[Optional[Path], typer.Option(
+    help="Write the answer's speculative config to this JSON file (speculative-config.json); "
+         "vllm serve takes it as --speculative-config \"$(cat FILE)\".")]
+
+
+def write_speculative_config(verdict, path: Path | None) -> str | None:
+    """The file form of the answer; nothing is written when speculation stays off."""
+    if path is None or verdict.config_json() is None:
+        return None
+    try:
+        path.write_text(verdict.config_json())
+    except OSError as exc:
+        raise UsageError(f"cannot write {path} ({exc.strerror}); pass another --write-config path") from None
+    return str(path)
 
 
 @contextlib.contextmanager
@@ -212,6 +225,16 @@ def optimize(
     gpu_free_timeout: GpuFreeTimeoutOpt = 120.0,
     heartbeat: HeartbeatOpt = 30,
     join: Annotated[bool, typer.Option(hidden=True, help="Join a study others run (tuner worker).")] = False,
+    deploy_arg: Annotated[Optional[list[str]], typer.Option(
+        help="Server argument for the trials that production uses too, repeatable: kept in the "
+             "answer's `vllm serve` line, where tuning-only ones (--enforce-eager, --load-format, "
+             "--max-model-len) are dropped.")] = None,
+    max_output_change: Annotated[Optional[float], typer.Option(
+        help="Share of greedy requests a config may change against the baseline and still be "
+             "chosen (default 0; GPUs may flip near-ties).")] = None,
+    allow_output_change: Annotated[Optional[bool], typer.Option(
+        "--allow-output-change", help="Choose a config even if it changed greedy output (warned).")] = None,
+    write_config: WriteConfigOpt = None,
 ) -> None:
     """Search (method, draft, k) with an Optuna study; every trial is a real measurement."""
     from tuner.engine.gpus import parse_gpus, split_gpus
@@ -228,7 +251,9 @@ def optimize(
             study_file, methods=method, drafts=draft, k=k, ngram_lookup=ngram_lookup, load=load,
             concurrency=concurrency, rate=rate, time_scale=time_scale, seed=seed,
             server_cmd=server_cmd, server_args=server_arg, trials=trials, noise=noise,
-            strategy=strategy, slos=slo, warm_start=warm_start, name=name, join=join)
+            strategy=strategy, slos=slo, warm_start=warm_start, name=name, join=join,
+            deploy_args=deploy_arg, max_output_change=max_output_change,
+            allow_output_change=allow_output_change)
         loaded = load_workload(workload, workload_type)
         url = database_url(db)
         if (workers > 1 or join) and url.startswith("sqlite"):
@@ -264,21 +289,19 @@ def optimize(
         finally:
             stop_workers(helpers)
         rows = store.trials(study_name=outcome.study_name)
+        written = write_speculative_config(outcome.verdict, write_config)
         if as_json:
             print(json.dumps(outcome_dict(outcome), indent=2))
             return
         console.print(trials_table(rows))
-        if error := prediction_error(rows):
-            console.print(error)
         if workers > 1 or join:
             console.print(f"trials of this study, every worker's: {len(rows)}")
         console.print(f"server starts in this run: {outcome.restarts} "
                       f"(the grid of this space: {len(space.candidates())})")
         console.print(pareto_table(rows, plan.options.slos))
-        for answer in outcome.answers.values():
-            console.print(answer_text(answer), highlight=False, soft_wrap=True)
         if outcome.schedule is not None:
             console.print(schedule_text(outcome), highlight=False, soft_wrap=True)
+        console.print(verdict_text(outcome.verdict, rows, written), highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -288,22 +311,28 @@ def best(
     noise: Annotated[float, typer.Option(help="Noise margin a winner must beat.")] = 0.05,
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    write_config: WriteConfigOpt = None,
 ) -> None:
-    """The best configuration per (model, workload type) across all studies in the database."""
-    from tuner.search import best_per_model_workload
+    """The best configuration per (model, workload type) across all studies in the database,
+    under each study's own latency targets and output rule."""
+    from tuner.search.verdict import best_from_store
     from tuner.store import ResultStore, open_database
 
     with user_errors():
         store = ResultStore(open_database(db))
-        answers = best_per_model_workload(store.trials(model=model, workload_type=workload_type), noise)
+        found = best_from_store(store, model, workload_type, noise)
+        if write_config is not None and len(found) != 1:
+            raise UsageError(f"--write-config needs one answer, and {len(found)} match; "
+                             "pick one with --model and --workload-type")
+        written = write_speculative_config(found[0], write_config) if found else None
         if as_json:
-            print(json.dumps([answer_dict(a) for a in answers], indent=2))
+            print(json.dumps([verdict_dict(v) for v in found], indent=2))
             return
-        if not answers:
+        if not found:
             err_console.print("no completed study matches; run `tuner optimize` first")
             raise typer.Exit(1)
-        for answer in answers:
-            console.print(answer_text(answer), highlight=False, soft_wrap=True)
+        for verdict in found:
+            console.print(verdict_text(verdict, config_file=written), highlight=False, soft_wrap=True)
             console.print()
 
 

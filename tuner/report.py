@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -10,10 +9,13 @@ from rich.table import Table
 
 from tuner.replay import Percentiles, RequestResult
 from tuner.search import Answer
+from tuner.search.output_check import divergence_text
 from tuner.search.schedule import schedule_beats_single
+from tuner.search.verdict import Verdict, prediction_error as prediction_figures
 from tuner.stats import geometric_mean
 from tuner.store import TrialRow
 from tuner.trial import Measurement
+from tuner.trust import latency_trusted
 
 
 class MeasureProgress:
@@ -72,16 +74,23 @@ def measurement_table(m: Measurement) -> Table:
         table.add_row(f"output tokens/s (median of {tps.n})",
                       f"{tps.median:.1f} ± {tps.mad:.1f} MAD, 95% CI {tps.ci_low:.1f}-{tps.ci_high:.1f}")
         table.add_row("output tokens/s per run", " ".join(f"{r.summary.output_tokens_per_s:.1f}" for r in m.runs))
-        table.add_row("figures below", "from the median run")
+        table.add_row("figures below", "from the median run (acceptance too)")
     else:
         table.add_row("output tokens/s", f"{s.output_tokens_per_s:.1f}")
     table.add_row("requests/s", f"{s.requests_per_s:.2f}")
     table.add_row("completed / failed", f"{s.completed} / {s.failed}")
-    median_run = next(r for r in m.runs if r.summary is s)
+    median_run = m.median_run
     table.add_row("output tokens (client / server)", f"{s.output_tokens} / {median_run.server_generation_tokens}")
     for name, stats in (("TTFT", s.ttft), ("TPOT", s.tpot), ("e2e", s.e2e)):
         table.add_row(f"{name} ms mean / p50 / p90 / p99",
                       " / ".join(_ms(stats, f) for f in ("mean", "p50", "p90", "p99")))
+    if (server := median_run.server_latency) is not None:
+        table.add_row("server-side mean TTFT / TPOT / e2e ms", " / ".join(
+            "-" if v is None else f"{v * 1000:.1f}" for v in (server.ttft_mean_s, server.tpot_mean_s, server.e2e_mean_s)))
+    if marks := m.marks():
+        table.add_row("[yellow]marked[/]", ", ".join(marks))
+    if median_run.remeasured:
+        table.add_row("replayed again", "after: " + ", ".join(median_run.remeasured))
     a = m.acceptance
     if a is None:
         table.add_row("acceptance", "n/a (no speculation)" if m.spec is None else "no drafts")
@@ -147,7 +156,7 @@ class StudyProgressView(MeasureProgress):
 def _finished_table(title: str | None = None) -> Table:
     table = Table(title=title, title_justify="left")
     for column in ("#", "config", "load", "status", "tok/s", "predicted", "vs baseline", "TPOT p50/p99 ms",
-                   "acc. length", "per position", "greedy match"):
+                   "acc. length", "per position", "greedy match", "marks"):
         table.add_column(column, justify="left" if column in ("config", "status") else "right")
     return table
 
@@ -186,7 +195,8 @@ def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None,
     if r.tokens_per_s:
         tokens = f"{r.tokens_per_s:.1f}" + (f" ±{r.tokens_per_s_mad:.1f}" if r.repeats > 1 else "")
     match = "-" if r.greedy_match_rate is None else (
-        f"{r.greedy_match_rate:.0%}" if r.greedy_match_rate == 1 else f"[red]{r.greedy_match_rate:.0%}[/]")
+        f"{r.greedy_match_rate:.0%}" if r.greedy_match_rate == 1
+        else f"[red]{r.greedy_match_rate:.0%}[/]" + divergence_text(r.first_divergence))
     number = "sched" if r.kind == "schedule" else str(r.optuna_trial_number)
     tpot = "-" if not r.tpot_p50_s else f"{r.tpot_p50_s * 1000:.2f}/" + (
         f"{r.tpot_p99_s * 1000:.2f}" if r.tpot_p99_s is not None else "-")
@@ -195,12 +205,13 @@ def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None,
         tokens, predicted_cell(r, objective if objective is not None else r.tokens_per_s), ratio, tpot,
         f"{r.mean_acceptance_length:.2f}" if r.mean_acceptance_length else "-",
         " ".join(f"{p:.2f}" for p in r.per_position) if r.per_position else "-",
-        match,
+        match, f"[yellow]{', '.join(r.marks)}[/]" if r.marks else "-",
     )
 
 
 def trials_table(rows: list[TrialRow]) -> Table:
-    table = _finished_table(rows[0].study_name if rows else "trials")
+    table = _finished_table((rows[0].study_name if rows else "trials")
+                            + " (each trial's figures from its median run)")
     baselines = {r.load: r.tokens_per_s for r in rows if r.config is None and r.status == "complete"}
     objective = objective_by_trial(rows)
     for r in rows:
@@ -224,15 +235,12 @@ def pareto_table(rows: list[TrialRow], slos=()) -> Table:
 
 def prediction_error(rows: list[TrialRow]) -> str | None:
     """How far the step-cost model was off on the trials it predicted."""
-    objective = objective_by_trial(rows)
-    predicted = {r.optuna_trial_number: r.predicted_tokens_per_s for r in rows
-                 if r.predicted_tokens_per_s and r.optuna_trial_number in objective}
-    errors = [abs(p / objective[n] - 1) for n, p in predicted.items()]
-    if not errors:
+    found = prediction_figures(rows)
+    if found is None:
         return None
-    trials = "1 trial" if len(errors) == 1 else f"{len(errors)} trials"
-    return (f"step-cost model: predicted {trials}, mean absolute error "
-            f"{sum(errors) / len(errors):.1%}, worst {max(errors):.1%}")
+    n, mean, worst = found
+    trials = "1 trial" if n == 1 else f"{n} trials"
+    return f"step-cost model: predicted {trials}, mean absolute error {mean:.1%}, worst {worst:.1%}"
 
 
 def schedule_text(outcome) -> str:
@@ -240,7 +248,7 @@ def schedule_text(outcome) -> str:
     schedule = outcome.schedule
     lines = ["[bold]k by batch size[/] (vLLM num_speculative_tokens_per_batch_size)"]
     if schedule.config() is None:
-        lines.append("speculation loses at every load level: keep it off")
+        lines.append("speculation loses at every load level")
         return "\n".join(lines)
     measured = {r.load: r for r in outcome.schedule_rows or []}
     single = {r.load: r for r in outcome.single or []}
@@ -255,23 +263,16 @@ def schedule_text(outcome) -> str:
         lines.append(", ".join(parts))
     if outcome.schedule_rows is None:
         lines.append("[red]the schedule's own measurement failed[/]; see the trials table")
-    deployed = schedule.config()
-    if schedule_beats_single(outcome.schedule_rows, outcome.single) is False:
+    elif schedule_beats_single(outcome.schedule_rows, outcome.single) is False:
         lines.append(f"[yellow]the schedule measured slower than the best single config "
-                     f"({outcome.single[0].label}) over these levels: deploy that instead[/]")
-        deployed = outcome.single[0].config
-    if deployed is None:  # the best single config is the baseline
-        lines.append("keep speculation off")
-        return "\n".join(lines)
-    lines.append("deploy with:")
-    lines.append("  --speculative-config '" + json.dumps(deployed, sort_keys=True) + "'")
+                     f"({outcome.single[0].label}) over these levels[/]")
     return "\n".join(lines)
 
 
 def answer_text(answer: Answer) -> str:
+    """The figures behind the answer at one load; what to deploy is the verdict's."""
     lines = [f"[bold]{answer.model} | {answer.workload_type} | {answer.load}[/]",
-             f"[bold green]{answer.verdict}[/]" if not answer.keep_speculation_off
-             else f"[bold yellow]{answer.verdict}[/]",
+             f"{answer.verdict}",
              f"baseline: {answer.baseline.tokens_per_s:.1f} tok/s"]
     if answer.slos:
         lines.append("latency targets: " + ", ".join(slo.text for slo in answer.slos)
@@ -283,17 +284,35 @@ def answer_text(answer: Answer) -> str:
                         f"{best.mean_acceptance_length:.2f}" if best.acceptance_rate is not None else ""))
         if answer.tpot_change is not None:
             lines.append(f"TPOT p50 change: {answer.tpot_change:+.1%}")
+        elif not (latency_trusted(best.marks) and latency_trusted(answer.baseline.marks)):
+            lines.append("TPOT p50 change: not shown, a latency figure is marked untrusted")
     w = answer.winner
-    if w.repeats > 1 and w.tokens_per_s_ci:
+    if w is not None and w.repeats > 1 and w.tokens_per_s_ci:
         lines.append(f"winner over {w.repeats} runs: median {w.tokens_per_s:.1f} tok/s, MAD "
                      f"{w.tokens_per_s_mad:.1f}, 95% CI {w.tokens_per_s_ci[0]:.1f}-{w.tokens_per_s_ci[1]:.1f}")
-    if w.greedy_match_rate is not None and w.greedy_match_rate < 1:
-        lines.append(f"[red]warning[/]: greedy output differed from the baseline's on "
-                     f"{1 - w.greedy_match_rate:.0%} of requests")
-    lines.append(f"measured {answer.winner.finished_at:%Y-%m-%d %H:%M} on {answer.winner.host}, "
-                 f"vLLM {answer.winner.vllm_version or '?'}")
+    shown = w or answer.baseline
+    lines.append(f"measured {shown.finished_at:%Y-%m-%d %H:%M} on {shown.host}, "
+                 f"vLLM {shown.vllm_version or '?'}")
+    return "\n".join(lines)
+
+
+def verdict_text(verdict: Verdict, rows: list[TrialRow] | None = None, config_file: str | None = None) -> str:
+    """The study's one answer: every load's figures, then what to deploy and the line to paste."""
+    lines = [answer_text(a) for a in verdict.answers.values()]
+    colour = "green" if verdict.kind in ("config", "schedule") else "yellow" if verdict.kind == "off" else "red"
+    lines.append(f"[bold {colour}]answer: {verdict.headline}[/]")
+    for note in verdict.notes:
+        lines.append(f"[yellow]note[/]: {note}")
+    if rows and (error := prediction_error(rows)):
+        lines.append(error)
+    if not verdict.deployable:
+        lines.append("nothing to deploy: relax the targets or widen the search space")
+        return "\n".join(lines)
     lines.append("deploy with:")
-    lines.append(f"  {answer.serve_command()}")
+    lines.append(f"  {verdict.serve_command()}")
+    if config_file and verdict.deployed is not None:
+        lines.append(f"speculative config written to {config_file}: "
+                     f"--speculative-config \"$(cat {config_file})\"")
     return "\n".join(lines)
 
 
@@ -307,6 +326,8 @@ def answer_dict(answer: Answer) -> dict:
                 "per_position": r.per_position, "trial": r.optuna_trial_number,
                 "repeats": r.repeats, "tokens_per_s_mad": r.tokens_per_s_mad,
                 "tokens_per_s_ci": r.tokens_per_s_ci, "greedy_match_rate": r.greedy_match_rate,
+                "first_divergence": r.first_divergence, "marks": list(r.marks),
+                "server_tpot_mean_s": r.server_tpot_mean_s,
                 "finished_at": r.finished_at.isoformat() if r.finished_at else None,
                 "vllm_version": r.vllm_version, "host": r.host}
 
@@ -315,12 +336,28 @@ def answer_dict(answer: Answer) -> dict:
             "slos": [slo.text for slo in answer.slos], "keep_speculation_off": answer.keep_speculation_off,
             "speedup": answer.speedup, "tpot_change": answer.tpot_change, "noise": answer.noise,
             "verdict": answer.verdict, "winner": row(answer.winner), "best_speculative": row(answer.best),
-            "baseline": row(answer.baseline), "serve_command": answer.serve_command()}
+            "closest": row(answer.closest), "baseline": row(answer.baseline),
+            "output_changed": [row(r) for r in answer.output_changed]}
+
+
+def verdict_dict(verdict: Verdict) -> dict:
+    """The first load's answer at the top level (as for one load), every load's under 'answers',
+    and the verdict: what to deploy and the line, the same in `tuner best`, the dashboard and
+    `tuner optimize --json`."""
+    first = next(iter(verdict.answers.values()))
+    return {**answer_dict(first), "load": verdict.load,
+            "answers": {load: answer_dict(a) for load, a in verdict.answers.items()},
+            "kind": verdict.kind, "deployable": verdict.deployable,
+            "keep_speculation_off": verdict.keep_speculation_off, "verdict": verdict.headline,
+            "deployed_label": verdict.label if verdict.deployable else None,
+            "closest_label": verdict.label if not verdict.deployable else None,
+            "speedup": verdict.speedup, "speculative_config": verdict.deployed,
+            "serve_command": verdict.serve_command(), "server_args": list(verdict.args),
+            "notes": list(verdict.notes)}
 
 
 def outcome_dict(outcome) -> dict:
-    """The first load's answer at the top level (as for one load), every load's under 'answers',
-    and the schedule where several concurrency levels were measured."""
+    """The verdict, and the schedule where several concurrency levels were measured."""
     schedule = None
     if outcome.schedule is not None:
         schedule = {**outcome.schedule.to_dict(),
@@ -328,9 +365,7 @@ def outcome_dict(outcome) -> dict:
                     "best_single": [{"load": r.load, "label": r.label, "config": r.config,
                                      "tokens_per_s": r.tokens_per_s} for r in outcome.single or []],
                     "beats_best_single": schedule_beats_single(outcome.schedule_rows, outcome.single)}
-    return {**answer_dict(outcome.answer),
-            "answers": {load: answer_dict(a) for load, a in outcome.answers.items()},
-            "schedule": schedule, "server_starts": outcome.restarts}
+    return {**verdict_dict(outcome.verdict), "schedule": schedule, "server_starts": outcome.restarts}
 
 
 def schedules_table(views: list[dict]) -> Table:

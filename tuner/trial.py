@@ -19,9 +19,10 @@ import httpx
 from tuner.engine import ServerOptions, SpecConfig, VllmServer
 from tuner.engine.log_cause import failure_cause, read_tail
 from tuner.errors import ServerDiedError, TunerError, UsageError
-from tuner.metrics import Acceptance, acceptance_between, scrape_counters
+from tuner.metrics import Acceptance, ServerLatency, acceptance_between, latency_between, scrape_counters
 from tuner.replay import LoadSpec, ReplaySummary, RequestResult, replay, summarize
 from tuner.stats import RepeatStats, repeat_stats
+from tuner.trust import REMEASURABLE, REPEATS_DISAGREE, repeats_disagree, run_marks
 from tuner.workload import Workload
 
 
@@ -88,6 +89,9 @@ class RunResult:
     acceptance: Acceptance | None
     server_generation_tokens: int  # from /metrics; cross-checks the client's own count
     requests: list[RequestResult]
+    server_latency: ServerLatency | None = None  # the server's own histograms over this replay
+    marks: tuple[str, ...] = ()  # why figures of this replay cannot be trusted (tuner.trust)
+    remeasured: tuple[str, ...] = ()  # the marks of an earlier replay this one replaced
 
 
 @dataclass(frozen=True)
@@ -111,14 +115,24 @@ class Measurement:
         return repeat_stats([run.summary.output_tokens_per_s for run in self.runs])
 
     @property
-    def summary(self) -> ReplaySummary:
-        """The run whose tokens/s is the median (the lower middle one for an even count)."""
+    def median_run(self) -> RunResult:
+        """The run whose tokens/s is the median (the lower middle one for an even count): every
+        per-trial figure but the spread of tokens/s comes from it."""
         ranked = sorted(self.runs, key=lambda run: run.summary.output_tokens_per_s)
-        return ranked[(len(ranked) - 1) // 2].summary
+        return ranked[(len(ranked) - 1) // 2]
+
+    @property
+    def summary(self) -> ReplaySummary:
+        return self.median_run.summary
 
     @property
     def acceptance(self) -> Acceptance | None:
-        return self.runs[0].acceptance
+        return self.median_run.acceptance
+
+    def marks(self, noise: float = 0.05) -> tuple[str, ...]:
+        """The median run's marks, and whether the repeats disagree beyond ``noise``."""
+        spread = [run.summary.output_tokens_per_s for run in self.runs]
+        return self.median_run.marks + ((REPEATS_DISAGREE,) if repeats_disagree(spread, noise) else ())
 
     @property
     def label(self) -> str:
@@ -264,26 +278,43 @@ def _warm_up(server: VllmServer, model: str, workload: Workload, load: LoadSpec,
 
 def _replays(server: VllmServer, model: str, spec: SpecConfig | None, workload: Workload,
              load: LoadSpec, settings: MeasureSettings, progress: Progress) -> list[RunResult]:
-    """``settings.repeats`` replays of the workload at one load, /metrics read around each."""
+    """``settings.repeats`` replays of the workload at one load, /metrics read around each. A
+    replay whose figures are marked for a reason another replay can clear (a coalesced stream,
+    a token count off the server's) is replayed once more, and the new one kept."""
     runs = []
     for repeat in range(settings.repeats):
         if repeat:
             _reset_prefix_cache(server)
-        before = scrape_counters(server.base_url)
         label = f" {repeat + 1}/{settings.repeats}" if settings.repeats > 1 else ""
-        progress.start_replay(f"replay{label} ({load.label})", len(workload))
-        results, duration = replay(
-            server.base_url, model, workload.requests, load,
-            request_timeout_s=settings.request_timeout_s,
-            default_max_tokens=settings.default_max_tokens, on_result=progress.request_done,
-        )
-        if not server.alive():
-            raise _died(server, "the replay")
-        after = scrape_counters(server.base_url)
-        runs.append(RunResult(
-            repeat=repeat, summary=summarize(results, duration),
-            acceptance=acceptance_between(before, after, spec.k if spec else None),
-            server_generation_tokens=int(after.generation_tokens - before.generation_tokens),
-            requests=results,
-        ))
+        run = _replay_once(server, model, spec, workload, load, settings, progress, repeat, label)
+        if retry := tuple(m for m in run.marks if m in REMEASURABLE):
+            progress.phase(f"replaying once more: {', '.join(retry)}")
+            _reset_prefix_cache(server)
+            run = replace(_replay_once(server, model, spec, workload, load, settings, progress, repeat,
+                                       f"{label} again"), remeasured=retry)
+        runs.append(run)
     return runs
+
+
+def _replay_once(server: VllmServer, model: str, spec: SpecConfig | None, workload: Workload,
+                 load: LoadSpec, settings: MeasureSettings, progress: Progress, repeat: int,
+                 label: str) -> RunResult:
+    before = scrape_counters(server.base_url)
+    progress.start_replay(f"replay{label} ({load.label})", len(workload))
+    results, duration = replay(
+        server.base_url, model, workload.requests, load,
+        request_timeout_s=settings.request_timeout_s,
+        default_max_tokens=settings.default_max_tokens, on_result=progress.request_done,
+    )
+    if not server.alive():
+        raise _died(server, "the replay")
+    after = scrape_counters(server.base_url)
+    summary = summarize(results, duration)
+    generated = int(after.generation_tokens - before.generation_tokens)
+    latency = latency_between(before, after)
+    return RunResult(
+        repeat=repeat, summary=summary,
+        acceptance=acceptance_between(before, after, spec.k if spec else None),
+        server_generation_tokens=generated, requests=results, server_latency=latency,
+        marks=run_marks(summary, results, latency, generated),
+    )

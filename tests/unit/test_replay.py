@@ -80,8 +80,9 @@ def fake():
 def test_bodies_follow_the_openai_api():
     path, body = request_body(Request(line=1, prompt="p", temperature=0, seed=4), "m", 99)
     assert path == "/v1/completions"
+    # A greedy request asks for its token ids, to locate where a config's output differs.
     assert body == {"model": "m", "prompt": "p", "stream": True, "max_tokens": 99, "temperature": 0,
-                    "seed": 4, "stream_options": {"include_usage": True}}
+                    "seed": 4, "stream_options": {"include_usage": True}, "return_token_ids": True}
     messages = ({"role": "user", "content": "q"},)
     path, body = request_body(Request(line=2, messages=messages, max_tokens=7, output_tokens=5), "m", 99)
     assert path == "/v1/chat/completions"

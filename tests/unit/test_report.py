@@ -6,11 +6,11 @@ from rich.console import Console
 
 from dataclasses import replace
 
-from tuner.report import StudyProgressView, answer_text, schedule_text, trials_table
+from tuner.report import StudyProgressView, schedule_text, trials_table, verdict_text
 from tuner.replay import LoadSpec
-from tuner.search import choose
-from tuner.search.schedule import tune_schedule
-from tuner.search.study import StudyOutcome
+from tuner.search.schedule import best_single, schedule_beats_single, tune_schedule
+from tuner.search.study import StudyOutcome, _schedule_record
+from tuner.search.verdict import StudyRules, study_verdict
 from tuner.store import TrialRow
 
 
@@ -45,12 +45,11 @@ def test_live_view_shows_finished_trials_with_their_ratio():
 
 def test_answer_text_ends_with_the_deploy_command():
     rows = [row(0, None, 100.0), row(1, {"method": "ngram", "num_speculative_tokens": 2}, 150.0)]
-    answer = choose(rows)
     console = Console(record=True, width=200)
     console.print(trials_table(rows))
-    console.print(answer_text(answer))
+    console.print(verdict_text(study_verdict(rows)))
     text = console.export_text()
-    assert "ngram k=2: 1.50x the baseline's output tokens/s" in text
+    assert "answer: ngram k=2: 1.50x the baseline's output tokens/s" in text
     assert text.rstrip().endswith(
         "vllm serve m --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 2}'")
 
@@ -68,14 +67,22 @@ def test_a_schedule_measured_slower_than_the_best_single_config_is_not_the_one_d
     measured = [replace(rows[2], config=schedule.config(), tokens_per_s=185.0),
                 replace(rows[5], config=schedule.config(), tokens_per_s=515.0)]
     slower = [replace(r, tokens_per_s=r.tokens_per_s * 0.7) for r in measured]
-    text = _render(StudyOutcome("s", {}, single, schedule, measured, 5))
-    assert "num_speculative_tokens_per_batch_size" in text.splitlines()[-1]
-    text = _render(StudyOutcome("s", {}, single, schedule, slower, 5))
+    assert best_single(rows, loads, max_output_change=0.0) == single
+    faster_text = _render(schedule, single, [replace(r, kind="schedule") for r in measured], rows)
+    assert "num_speculative_tokens_per_batch_size" in faster_text.splitlines()[-1]
+    assert schedule_beats_single(slower, single) is False
+    text = _render(schedule, single, [replace(r, kind="schedule") for r in slower], rows)
     assert "measured slower than the best single config (ngram k=2)" in text
-    assert text.splitlines()[-1].strip() == """--speculative-config '{"method": "ngram", "num_speculative_tokens": 2}'"""
+    assert "the k-by-batch-size schedule measured slower" in text
+    assert text.splitlines()[-1].strip() == (
+        """vllm serve m --speculative-config '{"method": "ngram", "num_speculative_tokens": 2}'""")
 
 
-def _render(outcome) -> str:
+def _render(schedule, single, measured, rows) -> str:
+    """The schedule's figures and the verdict, as `tuner optimize` prints them at the end."""
+    rules = StudyRules(schedule=_schedule_record(schedule, measured, single))
+    verdict = study_verdict(rows + measured, rules, noise=0.02)
     console = Console(record=True, width=300)
-    console.print(schedule_text(outcome))
+    console.print(schedule_text(StudyOutcome("s", {}, single, schedule, measured, 5, verdict)))
+    console.print(verdict_text(verdict))
     return console.export_text()

@@ -16,7 +16,7 @@ from tuner.schedule.drift import DriftWatch, LiveAcceptance, Reference, queries
 from tuner.schedule.outcome import compare, study_outcome
 from tuner.schedule.runner import JobRunner, overlaps
 from tuner.schedule.service import ServeSettings, TuningService, enqueue_run
-from tuner.search import choose
+from tuner.search import study_verdict
 from tuner.store import JobStore, ResultStore, TrialRow, open_database
 
 UTC = timezone.utc
@@ -150,8 +150,8 @@ def test_outcomes_against_the_study_before():
 
 
 def test_compare_ranks_regression_over_change():
-    old = choose([row("old", None, 100, 0), row("old", NGRAM3, 150, 1)])
-    new = choose([row("new", None, 100, 10), row("new", NGRAM5, 120, 11)])
+    old = study_verdict([row("old", None, 100, 0), row("old", NGRAM3, 150, 1)])
+    new = study_verdict([row("new", None, 100, 10), row("new", NGRAM5, 120, 11)])
     assert compare(old, new, 0.05).kind == "regressed"
     assert compare(None, new, 0.05).kind == "first"
 

@@ -60,12 +60,9 @@ def test_winner_must_beat_the_noise():
     assert answer.speedup == pytest.approx(1.3)
     assert not answer.keep_speculation_off and answer.winner.config == ngram
     assert answer.tpot_change == pytest.approx(-0.2)
-    assert answer.serve_command() == ("vllm serve m --speculative-config "
-                                      "'{\"method\": \"ngram\", \"num_speculative_tokens\": 2}' --max-model-len=1024")
     within_noise = choose([row(None, 100), row(ngram, 104)], noise=0.05)
     assert within_noise.keep_speculation_off and within_noise.winner.config is None
     assert "keep speculation off" in within_noise.verdict
-    assert within_noise.serve_command() == "vllm serve m --max-model-len=1024"
     with pytest.raises(TunerError, match="no completed baseline"):
         choose([row(ngram, 100)])
 
@@ -94,13 +91,19 @@ def test_a_steady_config_beats_a_noisy_one_with_the_same_median():
     assert answer.speedup == pytest.approx(1.4)
 
 
-def test_greedy_match_rate():
+def test_output_check_locates_the_first_different_token():
     from tuner.replay import RequestResult
-    from tuner.search.study import greedy_match_rate
+    from tuner.search.output_check import BaselineOutputs, compare_outputs, worst
 
-    def req(i, digest, greedy=True):
-        return RequestResult(f"r{i}", 0.0, ok=True, text_digest=digest, greedy=greedy, output_tokens=3)
+    def req(i, digest, tokens=None, greedy=True):
+        return RequestResult(f"r{i}", 0.0, ok=True, text_digest=digest, greedy=greedy, output_tokens=3,
+                             token_ids=tokens)
 
-    baseline = {"r0": "a", "r1": "b", "r2": "c"}
-    assert greedy_match_rate(baseline, [req(0, "a"), req(1, "x"), req(2, "c"), req(3, "d")]) == pytest.approx(2 / 3)
-    assert greedy_match_rate(baseline, [req(0, "z", greedy=False)]) is None
+    baseline = BaselineOutputs({"r0": "a", "r1": "b", "r2": "c"}, {"r1": [5, 6, 7, 8]})
+    check = compare_outputs(baseline, [req(0, "a"), req(1, "x", (5, 6, 9, 8)), req(2, "c"), req(3, "d")])
+    assert check.match_rate == pytest.approx(2 / 3) and check.compared == 3
+    assert check.first_divergence == {"request": "r1", "token": 2}
+    assert compare_outputs(baseline, [req(0, "z", greedy=False)]) is None
+    same = compare_outputs(baseline, [req(0, "a")])
+    # The trial's figure is its worst run's, with the run it came from.
+    assert worst([same, check]) == (pytest.approx(2 / 3), {"request": "r1", "token": 2, "run": 1})

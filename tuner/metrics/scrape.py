@@ -15,6 +15,11 @@ DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
+# Server-side latency histograms, per finished request: the cross-check of the client's own
+# timings, which a stalled client (a busy host) can squeeze into one burst.
+LATENCY_HISTOGRAMS = {"ttft": "vllm:time_to_first_token_seconds",
+                      "tpot": "vllm:request_time_per_output_token_seconds",
+                      "e2e": "vllm:e2e_request_latency_seconds"}
 
 
 @dataclass(frozen=True)
@@ -30,12 +35,17 @@ class SpecCounters:
     accepted_per_pos: dict[int, float] = field(default_factory=dict)
     generation_tokens: float = 0.0
     spec_present: bool = False
+    # "ttft", "tpot", "e2e" -> (sum of seconds, count of requests) of the server's histograms
+    latency: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def parse_counters(text: str) -> SpecCounters:
     """Parse Prometheus exposition text with prometheus_client's own parser."""
     totals: dict[str, float] = defaultdict(float)
     per_pos: dict[int, float] = defaultdict(float)
+    sums = {f"{name}_sum": key for key, name in LATENCY_HISTOGRAMS.items()}
+    counts = {f"{name}_count": key for key, name in LATENCY_HISTOGRAMS.items()}
+    latency: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -43,6 +53,10 @@ def parse_counters(text: str) -> SpecCounters:
                     per_pos[int(sample.labels["position"])] += sample.value
                 elif sample.name in (DRAFTS, DRAFT_TOKENS, ACCEPTED, GENERATION_TOKENS):
                     totals[sample.name] += sample.value
+                elif sample.name in sums:
+                    latency[sums[sample.name]][0] += sample.value
+                elif sample.name in counts:
+                    latency[counts[sample.name]][1] += sample.value
     except (ValueError, KeyError) as exc:
         raise MetricsError(f"the server's /metrics text could not be parsed ({exc})") from None
     spec_present = DRAFTS in totals  # read before the defaultdict lookups below add the key
@@ -53,6 +67,7 @@ def parse_counters(text: str) -> SpecCounters:
         accepted_per_pos=dict(per_pos),
         generation_tokens=totals[GENERATION_TOKENS],
         spec_present=spec_present,
+        latency={key: (total, count) for key, (total, count) in latency.items()},
     )
 
 

@@ -72,6 +72,9 @@ class RequestResult:
     prompt_tokens: int | None = None
     text_digest: str | None = None  # sha256 of the generated text, to compare runs
     greedy: bool = False  # sent with temperature 0: its text must not depend on the config
+    # The generated token ids of a greedy request (vLLM's ``return_token_ids``), to locate the
+    # first token where a config's output leaves the baseline's.
+    token_ids: tuple[int, ...] | None = None
 
     @property
     def tpot_s(self) -> float | None:
@@ -98,11 +101,18 @@ def request_body(request: Request, model: str, default_max_tokens: int) -> tuple
     for name in ("temperature", "top_p", "seed"):
         if (value := getattr(request, name)) is not None:
             body[name] = value
+    if request.temperature == 0:
+        body["return_token_ids"] = True  # a few bytes per chunk; ignored by servers without it
     if request.is_chat:
         body["messages"] = list(request.messages or ())
         return "/v1/chat/completions", body
     body["prompt"] = request.prompt
     return "/v1/completions", body
+
+
+def _chunk_token_ids(chunk: dict[str, Any]) -> list[int]:
+    choices = chunk.get("choices") or []
+    return list(choices[0].get("token_ids") or ()) if choices else []
 
 
 def _chunk_text(chunk: dict[str, Any]) -> str:
@@ -124,6 +134,7 @@ async def send_request(
     ttft: float | None = None
     usage: dict[str, Any] | None = None
     text = hashlib.sha256()
+    token_ids: list[int] = []
 
     def failed(error: str) -> RequestResult:
         return RequestResult(request.label, sent - t0, ok=False, error=error, ttft_s=ttft)
@@ -146,6 +157,7 @@ async def send_request(
                             if ttft is None:
                                 ttft = time.perf_counter() - sent
                             text.update(piece.encode())
+                        token_ids += _chunk_token_ids(chunk)
                         if chunk.get("usage"):
                             usage = chunk["usage"]
     except asyncio.TimeoutError:
@@ -164,6 +176,7 @@ async def send_request(
         request.label, sent - t0, ok=True, ttft_s=ttft if ttft is not None else e2e, e2e_s=e2e,
         output_tokens=output_tokens, prompt_tokens=usage.get("prompt_tokens"),
         text_digest=text.hexdigest()[:32], greedy=request.temperature == 0,
+        token_ids=tuple(token_ids) if token_ids else None,
     )
 
 

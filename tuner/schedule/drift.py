@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tuner.errors import TunerError
-from tuner.search.answer import DEFAULT_NOISE, best_per_model_workload
+from tuner.search.answer import DEFAULT_NOISE
+from tuner.search.verdict import best_verdicts, verdicts
 from tuner.store import ResultStore, ScheduleRow, TrialRow
 
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
@@ -96,24 +97,29 @@ class PrometheusSource:
                 for model, v in values.items() if "rate" in v and "length" in v}
 
 
-def reference(schedule: ScheduleRow, trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE) -> Reference | None:
-    answers = best_per_model_workload(trials, noise)
-    if not answers:
+def reference(schedule: ScheduleRow, trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE,
+              rules: dict | None = None) -> Reference | None:
+    """The acceptance of what `tuner best` recommends, at the study's first load (the best
+    speculative config's when it keeps speculation off); None without a speculative figure."""
+    found = best_verdicts(verdicts(trials, rules or {}, noise))
+    if not found:
         return None
-    answer = answers[0]
-    config = answer.best if answer.keep_speculation_off else answer.winner
+    verdict = found[0]
+    config = next(iter(verdict.rows), None)
     if config is None or config.acceptance_rate is None or config.mean_acceptance_length is None:
         return None
-    return Reference(schedule, answer.study_name, config.label, config.acceptance_rate,
+    return Reference(schedule, verdict.study_name, config.label, config.acceptance_rate,
                      config.mean_acceptance_length)
 
 
 def references(store: ResultStore, schedules: Sequence[ScheduleRow]) -> list[Reference]:
     found = []
+    rules = store.study_rules()
     for schedule in schedules:
         if not schedule.enabled:
             continue
-        ref = reference(schedule, store.trials(model=schedule.model, workload_type=schedule.workload_type))
+        ref = reference(schedule, store.trials(model=schedule.model, workload_type=schedule.workload_type),
+                        rules=rules)
         if ref is not None:
             found.append(ref)
     return found

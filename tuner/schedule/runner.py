@@ -121,7 +121,7 @@ class JobRunner:
         if not mine:
             return None
         history = self.results.trials(model=mine[0].model, workload_type=mine[0].workload_type)
-        return study_outcome(job.study_name, history, self.noise)
+        return study_outcome(job.study_name, history, self.noise, self.results.study_rules())
 
     def stop_all(self, grace_s: float = 120.0) -> None:
         """SIGINT every running job (its server is stopped, its study kept), SIGKILL after grace."""

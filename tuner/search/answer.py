@@ -1,17 +1,19 @@
-"""Naming the winner of a study: the fastest configuration, if it beats the baseline by more
-than the measurement noise; otherwise the answer is to keep speculation off."""
+"""The answer at one load: the fastest configuration, if it beats the baseline by more than
+the measurement noise; otherwise the answer is to keep speculation off. A config that breaks a
+latency target, or changed greedy output beyond the allowed share, is never the answer.
+``tuner.search.verdict`` turns the answers of a study's loads into the one thing to deploy."""
 
 from __future__ import annotations
 
-import json
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.errors import TunerError
+from tuner.search.output_check import output_changed
 from tuner.search.slo import Slo, feasible
 from tuner.stats import RepeatStats, tied
 from tuner.store import TrialRow
+from tuner.trust import latency_trusted
 
 DEFAULT_NOISE = 0.05  # run-to-run spread seen on a shared 2-core machine; repeats will measure it
 
@@ -33,15 +35,20 @@ class Answer:
     workload_type: str
     load: str
     baseline: TrialRow
-    best: TrialRow | None  # the speculative config with the highest score, winning or not
-    winner: TrialRow  # the baseline when speculation does not clearly pay
+    best: TrialRow | None  # the eligible speculative config with the highest score, winning or not
+    winner: TrialRow | None  # the baseline when speculation does not clearly pay; None: no config meets the targets
     noise: float
     slos: tuple[Slo, ...] = ()
-    meets_slos: bool = True  # False: no configuration met the latency targets
+    closest: TrialRow | None = None  # with no winner: the config that breaks the targets least
+    output_changed: tuple[TrialRow, ...] = ()  # fast enough to count, but changed greedy output
+
+    @property
+    def meets_slos(self) -> bool:
+        return self.winner is not None
 
     @property
     def keep_speculation_off(self) -> bool:
-        return self.winner.config is None
+        return self.winner is not None and self.winner.config is None
 
     @property
     def speedup(self) -> float | None:
@@ -53,23 +60,26 @@ class Answer:
 
     @property
     def tpot_change(self) -> float | None:
-        """Relative change of median TPOT against the baseline (-0.2 = 20 % less)."""
-        shown = self.best if self.keep_speculation_off else self.winner
+        """Relative change of median TPOT against the baseline (-0.2 = 20 % less); None where
+        either figure is marked untrusted (a coalesced stream)."""
+        shown = self.best if self.keep_speculation_off or self.winner is None else self.winner
         if shown is None or not shown.tpot_p50_s or not self.baseline.tpot_p50_s:
+            return None
+        if not (latency_trusted(shown.marks) and latency_trusted(self.baseline.marks)):
             return None
         return shown.tpot_p50_s / self.baseline.tpot_p50_s - 1.0
 
-    def serve_command(self) -> str:
-        argv = ["vllm", "serve", self.model]
-        if not self.keep_speculation_off:
-            argv += ["--speculative-config", json.dumps(self.winner.config, sort_keys=True)]
-        return shlex.join(argv + list(self.winner.server_args))
-
     @property
     def verdict(self) -> str:
-        if not self.meets_slos:
-            return ("no configuration meets the latency targets ("
-                    + ", ".join(slo.text for slo in self.slos) + "); the baseline is shown")
+        if self.winner is None:
+            targets = ", ".join(slo.text for slo in self.slos)
+            closest = ""
+            if self.closest is not None:
+                over = ", ".join(f"{slo.metric} {self.closest.latency(slo.metric) * 1000:.1f} ms"
+                                 for slo in self.slos if self.closest.latency(slo.metric) is not None
+                                 and not slo.met(self.closest))
+                closest = f"; the closest is {self.closest.label}" + (f" ({over})" if over else "")
+            return f"no configuration meets {targets}{closest}"
         if self.best is None:
             return "keep speculation off: no speculative configuration completed"
         if self.keep_speculation_off:
@@ -78,10 +88,19 @@ class Answer:
         return f"{self.winner.label}: {self.speedup:.2f}x the baseline's output tokens/s"
 
 
-def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE, slos: Sequence[Slo] = ()) -> Answer:
+def eligible(t: TrialRow, slos: Sequence[Slo], max_output_change: float | None) -> bool:
+    """Meets every latency target and kept greedy output (``max_output_change`` None: any change
+    is allowed, ``--allow-output-change``)."""
+    return feasible(t, slos) and (max_output_change is None
+                                  or not output_changed(t.greedy_match_rate, max_output_change))
+
+
+def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE, slos: Sequence[Slo] = (),
+           max_output_change: float | None = 0.0) -> Answer:
     """The answer for one study's trials at one load.
 
-    Configs that break a latency target are out. The rest are ranked on a conservative score
+    Configs that break a latency target, or changed greedy output on more than
+    ``max_output_change`` of the requests, are out. The rest are ranked on a conservative score
     (median tokens/s minus its scaled MAD). Every config tied with the top one (within ``noise``
     of it plus both spreads) is a candidate, and the one with the smallest k wins: the baseline
     (k = 0) when it is among them.
@@ -94,44 +113,17 @@ def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE, slos: Seque
         raise TunerError(f"{name} has no completed baseline, so no speedup can be computed; "
                          "rerun the study to measure it")
     baseline = baselines[-1]
-    ranked = [t for t in [baseline] + [t for t in done if t.config is not None] if feasible(t, slos)]
+    everything = [baseline] + [t for t in done if t.config is not None]
+    changed = tuple(t for t in everything if feasible(t, slos) and not eligible(t, slos, max_output_change))
+    ranked = [t for t in everything if eligible(t, slos, max_output_change)]
     spec = [t for t in ranked if t.config is not None]
     best = max(spec, key=lambda t: trial_stats(t).score) if spec else None
     if not ranked:
+        closest = min(everything, key=lambda t: max(slo.violation(t) for slo in slos)) if slos else None
         return Answer(baseline.study_name, baseline.model, baseline.workload_type, baseline.load,
-                      baseline, None, baseline, noise, tuple(slos), meets_slos=False)
+                      baseline, None, None, noise, tuple(slos), closest, changed)
     top = max(ranked, key=lambda t: trial_stats(t).score)
     candidates = [t for t in ranked if tied(trial_stats(t), trial_stats(top), noise)]
     winner = min(candidates, key=lambda t: (trial_k(t), -trial_stats(t).score))
     return Answer(baseline.study_name, baseline.model, baseline.workload_type, baseline.load,
-                  baseline, best, winner, noise, tuple(slos))
-
-
-def answers_per_study(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE) -> list[Answer]:
-    """The answer of each (study, load) that has a completed baseline."""
-    by_study: dict[tuple[str, str], list[TrialRow]] = {}
-    for t in trials:
-        by_study.setdefault((t.study_name, t.load), []).append(t)
-    answers = []
-    for study_trials in by_study.values():
-        try:
-            answers.append(choose(study_trials, noise))
-        except TunerError:
-            continue
-    return answers
-
-
-def best_answers(answers: Sequence[Answer]) -> list[Answer]:
-    """Per (model, workload type), the answer with the highest speedup over its own baseline."""
-    best: dict[tuple[str, str], Answer] = {}
-    for answer in answers:
-        key = (answer.model, answer.workload_type)
-        if key not in best or (answer.speedup or 0) > (best[key].speedup or 0):
-            best[key] = answer
-    return [best[k] for k in sorted(best)]
-
-
-def best_per_model_workload(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE) -> list[Answer]:
-    """Per (model, workload type), the study (and load) whose answer has the highest speedup over
-    its own baseline."""
-    return best_answers(answers_per_study(trials, noise))
+                  baseline, best, winner, noise, tuple(slos), None, changed)

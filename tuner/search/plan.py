@@ -37,9 +37,10 @@ from tuner.search.space import (DEFAULT_KS, SearchSpace, block_ks, drafts_by_met
 from tuner.search.study import OptimizeSettings
 
 KEYS = {
-    "": {"trials", "noise", "strategy", "slo", "space", "server", "load"},
+    "": {"trials", "noise", "strategy", "slo", "max_output_change", "allow_output_change",
+         "space", "server", "load"},
     "space": {"methods", "k", "ngram_lookup", "fixed_k", "drafts"},
-    "server": {"cmd", "args"},
+    "server": {"cmd", "args", "deploy_args"},
     "load": {"mode", "concurrency", "rate", "time_scale"},
 }
 
@@ -122,13 +123,16 @@ SHAPES: dict[tuple[str, str], tuple[tuple, str]] = {
     ("", "noise"): ((float,), "a number like 0.05"),
     ("", "strategy"): ((str,), 'a string like "guided"'),
     ("", "slo"): (("strs",), 'a list like ["tpot_p99_ms<=40"]'),
+    ("", "max_output_change"): ((float, int), "a share like 0.02"),
+    ("", "allow_output_change"): ((bool,), "true or false"),
     ("space", "methods"): (("strs",), 'a list like ["ngram", "draft_model"]'),
     ("space", "k"): ((str, "nums", int), 'a string like "1-6" or a list like [1, 2, 4]'),
     ("space", "ngram_lookup"): (("strs",), 'a list like ["2-4"]'),
     ("space", "fixed_k"): (("table of int",), "a table like { dflash = 7 }"),
     ("space", "drafts"): (("table of strs",), 'a table like { draft_model = ["/models/draft"] }'),
     ("server", "cmd"): ((str,), 'a string like "vllm serve {model}"'),
-    ("server", "args"): (("strs",), 'a list like ["--max-model-len=4096"]'),
+    ("server", "args"): (("strs",), 'a list like ["--enforce-eager"]'),
+    ("server", "deploy_args"): (("strs",), 'a list like ["--max-model-len=4096"]'),
     ("load", "mode"): ((str,), 'a string: "concurrency", "rate" or "trace"'),
     ("load", "concurrency"): ((int, "nums", str), "a number or a list like [1, 4, 16]"),
     ("load", "rate"): ((float, "nums", str), "a number or a list like [1, 4]"),
@@ -149,9 +153,11 @@ def plan_study(
     time_scale: float | None = None, seed: int = 0, server_cmd: str | None = None,
     server_args: list[str] | None = None, trials: int | None = None, noise: float | None = None,
     strategy: str | None = None, slos: list[str] | None = None, warm_start: bool = True,
-    name: str | None = None, join: bool = False,
+    name: str | None = None, join: bool = False, deploy_args: list[str] | None = None,
+    max_output_change: float | None = None, allow_output_change: bool | None = None,
 ) -> StudyPlan:
-    """Flags win over the study file; the file wins over the defaults."""
+    """Flags win over the study file; the file wins over the defaults. Deploy arguments are
+    server arguments too: the server of every trial gets them, after the others."""
     study = load_study_file(study_file) if study_file else {}
     space_cfg, server_cfg, load_cfg = (study.get(x, {}) for x in ("space", "server", "load"))
     named = tuple(methods or space_cfg.get("methods") or ())
@@ -182,6 +188,11 @@ def plan_study(
         noise=noise if noise is not None else study.get("noise", DEFAULT_NOISE), seed=seed,
         strategy=strategy or study.get("strategy", "guided"),
         slos=parse_slos(slos or study.get("slo", [])), warm_start=warm_start, name=name, join=join,
+        max_output_change=float(max_output_change if max_output_change is not None
+                                else study.get("max_output_change", 0.0)),
+        allow_output_change=bool(allow_output_change if allow_output_change is not None
+                                 else study.get("allow_output_change", False)),
+        deploy_args=tuple(deploy := list(deploy_args or server_cfg.get("deploy_args", []))),
     )
     return StudyPlan(space, loads, server_cmd or server_cfg.get("cmd"),
-                     list(server_args or server_cfg.get("args", [])), options)
+                     list(server_args or server_cfg.get("args", [])) + deploy, options)

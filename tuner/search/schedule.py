@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.replay import LoadSpec
-from tuner.search.answer import DEFAULT_NOISE, choose, trial_k, trial_stats
-from tuner.search.slo import Slo, feasible
+from tuner.search.answer import DEFAULT_NOISE, choose, eligible, trial_k, trial_stats
+from tuner.search.slo import Slo
 from tuner.stats import geometric_mean
 from tuner.store import TrialRow
 
@@ -82,7 +82,7 @@ def batch_ranges(concurrencies: Sequence[int], ks: Sequence[int]) -> tuple[tuple
 
 
 def tune_schedule(rows: Sequence[TrialRow], loads: Sequence[LoadSpec], noise: float = DEFAULT_NOISE,
-                  slos: Sequence[Slo] = ()) -> Schedule | None:
+                  slos: Sequence[Slo] = (), max_output_change: float | None = 0.0) -> Schedule | None:
     """The schedule from one study's rows; None unless there are two or more concurrency levels
     and a baseline and some speculative config measured at each."""
     if len(loads) < 2 or any(load.mode != "concurrency" for load in loads):
@@ -103,7 +103,8 @@ def tune_schedule(rows: Sequence[TrialRow], loads: Sequence[LoadSpec], noise: fl
         for label, level_rows in at.items():
             base = trial_stats(baselines[label]).score
             scores = [trial_stats(r).score for r in level_rows
-                      if r.config is not None and _key(r.config) == key and feasible(r, slos)]
+                      if r.config is not None and _key(r.config) == key
+                      and eligible(r, slos, max_output_change)]
             total += math.log(max([base, *scores]) / base) if base > 0 else 0.0
         return total
 
@@ -111,21 +112,23 @@ def tune_schedule(rows: Sequence[TrialRow], loads: Sequence[LoadSpec], noise: fl
     levels = []
     for load in ordered:
         level_rows = [r for r in at[load.label] if r.config is None or _key(r.config) == best_key]
-        answer = choose(level_rows, noise, slos)
-        levels.append(Level(load.label, load.concurrency, trial_k(answer.winner), answer.winner,
-                            answer.baseline))
+        answer = choose(level_rows, noise, slos, max_output_change)
+        chosen = answer.winner or answer.baseline  # no config meets the targets: k = 0 there
+        levels.append(Level(load.label, load.concurrency, trial_k(chosen), chosen, answer.baseline))
     ranges = batch_ranges([lv.concurrency for lv in levels], [lv.k for lv in levels])
     return Schedule(drafters[best_key], tuple(levels), ranges)
 
 
-def best_single(rows: Sequence[TrialRow], loads: Sequence[LoadSpec], slos: Sequence[Slo] = ()
-                ) -> list[TrialRow] | None:
+def best_single(rows: Sequence[TrialRow], loads: Sequence[LoadSpec] | Sequence[str], slos: Sequence[Slo] = (),
+                max_output_change: float | None = 0.0) -> list[TrialRow] | None:
     """The one config (the same at every load) with the highest geometric mean of its score over
-    the loads, feasible at each; its rows in load order. None if no config was measured at all."""
-    labels = [load.label for load in loads]
+    the loads, eligible at each (``answer.eligible``); its rows in load order. None if no config
+    was measured at all."""
+    labels = [load if isinstance(load, str) else load.label for load in loads]
     by_config: dict[int, dict[str, TrialRow]] = {}
     for r in rows:
-        if r.status == "complete" and r.tokens_per_s and r.kind == "study" and feasible(r, slos):
+        if (r.status == "complete" and r.tokens_per_s and r.kind == "study"
+                and eligible(r, slos, max_output_change)):
             by_config.setdefault(r.optuna_trial_number, {})[r.load] = r
     complete = [c for c in by_config.values() if all(label in c for label in labels)]
     if not complete:

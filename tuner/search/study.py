@@ -31,12 +31,14 @@ from tuner.engine.installed import gpu_name
 from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
 from tuner.search.answer import DEFAULT_NOISE, Answer, choose
+from tuner.search.output_check import BaselineOutputs, compare_outputs, output_changed, worst
 from tuner.search.guided import (DEFAULT_RUN_NOISE, DEFAULT_Z, GuidedSearch, key_of, observation,
                                  run_noise)
 from tuner.search.predict import Observation
 from tuner.search.schedule import Schedule, best_single, schedule_beats_single, tune_schedule
 from tuner.search.slo import Slo, pareto_front
 from tuner.search.space import Candidate, SearchSpace
+from tuner.search.verdict import StudyRules, Verdict, study_verdict
 from tuner.search.workers import WAIT_S, fail_stale, has_waiting, heartbeat, pending_keys
 from tuner.stats import geometric_mean
 from tuner.store import ResultStore, TrialRow
@@ -61,12 +63,25 @@ class OptimizeSettings:
     # A worker joining a study others run (`tuner worker`): it leaves their running trials alone
     # (only stale ones are failed), and the creator alone measures the final k schedule.
     join: bool = False
+    # Share of greedy requests a config may change and still be chosen (GPUs may flip near-ties);
+    # allow_output_change: chosen whatever it changed, with a warning.
+    max_output_change: float = 0.0
+    allow_output_change: bool = False
+    # Server arguments of production, kept in the answer's `vllm serve` line (--deploy-arg).
+    deploy_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise UsageError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         if self.trials < 1:
             raise UsageError(f"--trials must be >= 1, got {self.trials}")
+        if not 0 <= self.max_output_change <= 1:
+            raise UsageError(f"--max-output-change must be between 0 and 1, got {self.max_output_change}")
+
+    @property
+    def output_rule(self) -> float | None:
+        """The allowed share of changed greedy requests; None: any (--allow-output-change)."""
+        return None if self.allow_output_change else self.max_output_change
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,7 @@ class StudyOutcome:
     schedule: Schedule | None
     schedule_rows: list[TrialRow] | None  # the schedule measured on the real server, per load
     restarts: int  # server starts this call spent
+    verdict: Verdict  # what to deploy, as `tuner best` and the dashboard show it
 
     @property
     def answer(self) -> Answer:
@@ -178,7 +194,7 @@ def warm_start(store: ResultStore, model: str, workload_type: str, loads: Sequen
                 relative = geometric_mean([at_load[label].tokens_per_s / bases[label] for label in labels])
                 prior.append(observation(by_config[key].params, relative, at_load[labels[0]].per_position))
         if len(labels) == 1:
-            winner = answers[0].winner.config
+            winner = answers[0].winner.config if answers[0].winner else None
         else:
             winner = single[0].config if (single := best_single(study_rows, loads)) else None
         first = by_config.get(json.dumps(winner, sort_keys=True))
@@ -190,10 +206,14 @@ def optimize(
     model: str, workload: Workload, space: SearchSpace, settings: MeasureSettings,
     store: ResultStore, storage: optuna.storages.BaseStorage, options: OptimizeSettings,
     progress: StudyProgress, on_ready: Callable[[], object] | None = None,
+    measure: Callable[..., list[Measurement]] | None = None,
 ) -> StudyOutcome:
     """``on_ready``: called once the study is set up (stale trials closed), before the first
     trial: `tuner optimize --workers N` starts its other workers there, not earlier, so that
-    their first trials are not taken for leftovers of a dead run."""
+    their first trials are not taken for leftovers of a dead run. ``measure``: what measures a
+    config at the loads (``measure_config_at_loads``, the real server); the search benchmark
+    passes one that draws from a stored table, so it runs this very loop."""
+    measure = measure or measure_config_at_loads
     name = options.name or study_name(model, workload.type, settings.loads_label)
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize",
                                 sampler=make_sampler(options), load_if_exists=True)
@@ -214,8 +234,10 @@ def optimize(
     run_id = store.start_run(
         study_name=name, model=model, workload=workload, space=space.to_dict(),
         load=settings.loads_label, server_args=list(settings.server.server_args),
-        host=platform.node(), gpu_name=gpu_name())
-    store.set_run_fields(run_id, strategy=options.strategy, slos=[s.text for s in options.slos] or None)
+        host=platform.node(), gpu_name=gpu_name(), deploy_args=list(options.deploy_args))
+    store.set_run_fields(run_id, strategy=options.strategy, slos=[s.text for s in options.slos] or None,
+                         max_output_change=options.max_output_change,
+                         allow_output_change=options.allow_output_change)
     if on_ready is not None:
         on_ready()
     vllm_version, duplicates, status, restarts = None, 0, "interrupted", 0
@@ -263,7 +285,7 @@ def optimize(
                 continue
             with heartbeat(storage, trial):
                 measurements = _run_trial(study, trial, candidate, model, workload, settings, store,
-                                          run_id, progress, (len(measured), budget), options.slos)
+                                          run_id, progress, (len(measured), budget), options, measure)
             restarts += starts_per_trial
             if measurements:
                 vllm_version = measurements[0].server.vllm_version or vllm_version
@@ -274,20 +296,20 @@ def optimize(
         schedule, schedule_rows, single = None, None, None
         if len(settings.loads) > 1 and not options.join:
             rows = store.trials(study_name=name)
-            single = best_single(rows, settings.loads, options.slos)
-            schedule = tune_schedule(rows, settings.loads, options.noise, options.slos)
+            single = best_single(rows, settings.loads, options.slos, options.output_rule)
+            schedule = tune_schedule(rows, settings.loads, options.noise, options.slos, options.output_rule)
             if schedule is not None and schedule.config() is not None:
                 schedule_rows = _measure_schedule(schedule, name, model, workload, settings, store, run_id,
-                                                  progress)
+                                                  progress, measure, options.noise)
                 restarts += starts_per_trial
             store.set_run_fields(run_id, schedule=_schedule_record(schedule, schedule_rows, single))
         status = "finished"
     finally:
         store.finish_run(run_id, status, vllm_version)
     rows = store.trials(study_name=name)
-    answers = {load.label: choose([r for r in rows if r.load == load.label], options.noise, options.slos)
-               for load in settings.loads}
-    return StudyOutcome(name, answers, single, schedule, schedule_rows, restarts)
+    verdict = study_verdict(rows, StudyRules.from_stored(store.study_rules().get(name)), options.noise)
+    answers = {load.label: verdict.answers[load.label] for load in settings.loads}
+    return StudyOutcome(name, answers, single, schedule, schedule_rows, restarts, verdict)
 
 
 def _store_pareto(store: ResultStore, run_id: int, name: str) -> None:
@@ -313,27 +335,26 @@ def _schedule_record(schedule: Schedule | None, rows: list[TrialRow] | None,
 
 def _measure_schedule(schedule: Schedule, name: str, model: str, workload: Workload,
                       settings: MeasureSettings, store: ResultStore, run_id: int,
-                      progress: StudyProgress) -> list[TrialRow] | None:
+                      progress: StudyProgress, measure, noise: float) -> list[TrialRow] | None:
     """The schedule on the real server at every load, stored as a trial of kind 'schedule'."""
     spec = SpecConfig.from_vllm(schedule.config())
     label = f"{spec.method} k by batch size {schedule.ranges}"
     trial_id = store.start_trial(run_id, -1, spec.to_vllm(), label, kind="schedule")
     try:
         progress.trial_started(-1, label, 0, 1)
-        measurements = measure_config_at_loads(model, spec, workload, settings, progress)
+        measurements = measure(model, spec, workload, settings, progress)
     except KeyboardInterrupt:
         store.end_trial(trial_id, "interrupted", "interrupted by the user (Ctrl-C or SIGTERM)")
         raise
     except TunerError as exc:
         store.end_trial(trial_id, "failed", str(exc), getattr(exc, "log_path", None) and str(exc.log_path))
         return None
-    for m in measurements:
-        store.complete_trial(trial_id, m)
+    _store_measurements(store, trial_id, name, measurements, noise)
     return [r for r in store.trials(study_name=name) if r.kind == "schedule"][-len(measurements):]
 
 
 def _run_trial(study, trial, candidate, model, workload, settings, store, run_id, progress,
-               position: tuple[int, int], slos: Sequence[Slo]) -> list[Measurement] | None:
+               position: tuple[int, int], options: OptimizeSettings, measure) -> list[Measurement] | None:
     config = candidate.spec.to_vllm() if candidate.spec else None
     trial.set_user_attr("config", config)
     predicted = trial.user_attrs.get("predicted_tokens_per_s")
@@ -343,7 +364,7 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
         reason=trial.user_attrs.get("proposal_reason"))
     try:
         progress.trial_started(trial.number, candidate.label, *position)
-        measurements = measure_config_at_loads(model, candidate.spec, workload, settings, progress)
+        measurements = measure(model, candidate.spec, workload, settings, progress)
     except KeyboardInterrupt:
         trial.set_user_attr(INTERRUPTED, True)
         study.tell(trial, state=TrialState.FAIL)
@@ -361,9 +382,8 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
         log_path = getattr(exc, "log_path", None)
         store.end_trial(trial_id, "failed", str(exc), str(log_path) if log_path else None)
         return None
-    baseline = store.baseline_digests(study.study_name) if candidate.spec is not None else None
-    for m in measurements:
-        store.complete_trial(trial_id, m, greedy_match_rate(baseline, m.runs[0].requests) if baseline else None)
+    changed_output = _store_measurements(store, trial_id, study.study_name, measurements, options.noise,
+                                         options.output_rule)
     failed = [m.summary for m in measurements if m.summary.failed > MAX_ERROR_RATE * m.summary.requests]
     if failed:
         s = failed[0]
@@ -374,8 +394,8 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
         return measurements
     rows = [r for r in store.trials(study_name=study.study_name) if r.optuna_trial_number == trial.number
             and r.status == "complete"]
-    violations = [max(slo.violation(r) for r in rows) for slo in slos]
-    for slo, violation in zip(slos, violations):
+    violations = [max(slo.violation(r) for r in rows) for slo in options.slos]
+    for slo, violation in zip(options.slos, violations):
         trial.set_constraint(slo.text, violation)  # > 0: infeasible, whatever its tokens/s
     first = measurements[0]
     geomean = geometric_mean([max(m.tokens_per_s.median, 1e-9) for m in measurements])
@@ -391,18 +411,23 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
                         ("tokens_per_s_mad", first.tokens_per_s.mad),
                         ("tokens_per_s_geomean", geomean),
                         ("tokens_per_s_by_load", {m.load: m.tokens_per_s.median for m in measurements}),
-                        ("feasible", all(v <= 0 for v in violations))):
+                        ("feasible", all(v <= 0 for v in violations) and not changed_output)):
         trial.set_user_attr(attr, value)
     # The conservative score the winner is chosen on (geometric mean over the loads).
     study.tell(trial, score)
     return measurements
 
 
-def greedy_match_rate(baseline: dict[str, str], requests) -> float | None:
-    """Share of greedy requests whose text equals the baseline's: speculative decoding must not
-    change greedy output, so anything below 1 is flagged."""
-    pairs = [(r.text_digest, baseline[r.request_id]) for r in requests
-             if r.ok and r.greedy and r.text_digest and r.request_id in baseline]
-    if not pairs:
-        return None
-    return sum(a == b for a, b in pairs) / len(pairs)
+def _store_measurements(store: ResultStore, trial_id: int, name: str, measurements: Sequence[Measurement],
+                        noise: float, output_rule: float | None = 0.0) -> bool:
+    """Store each load's figures with every run's greedy output checked against the baseline's;
+    returns whether the output changed beyond ``output_rule`` at some load."""
+    stored = store.baseline_outputs(name) if measurements and measurements[0].spec is not None else None
+    baseline = BaselineOutputs(*stored) if stored else None
+    changed = False
+    for m in measurements:
+        checks = [compare_outputs(baseline, run.requests) if baseline else None for run in m.runs]
+        trial_check = worst(checks)
+        changed |= output_rule is not None and output_changed(trial_check[0], output_rule)
+        store.complete_trial(trial_id, m, checks, trial_check, noise)
+    return changed

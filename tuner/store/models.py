@@ -55,6 +55,13 @@ class StudyRun(Base):
     pareto_front: Mapped[dict | None] = mapped_column(JSON)
     # The k-by-batch-size schedule tuned over several loads, with its measurement per load.
     schedule: Mapped[dict | None] = mapped_column(JSON)
+    # Server arguments marked --deploy-arg: kept in the `vllm serve` line of the answer, where
+    # the other server arguments (tuning-only, like --enforce-eager) are dropped.
+    deploy_args: Mapped[list | None] = mapped_column(JSON)
+    # Share of greedy requests a config may change against the baseline and still be chosen
+    # (None: 0); allow_output_change: chosen whatever it changed.
+    max_output_change: Mapped[float | None] = mapped_column(Float)
+    allow_output_change: Mapped[bool | None] = mapped_column(Boolean)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -129,9 +136,17 @@ class TrialMetrics(Base):
     tokens_per_s_mad: Mapped[float | None] = mapped_column(Float)
     tokens_per_s_ci_low: Mapped[float | None] = mapped_column(Float)
     tokens_per_s_ci_high: Mapped[float | None] = mapped_column(Float)
-    # Share of greedy (temperature 0) requests whose text equals the baseline's; None for the
-    # baseline itself or without greedy requests. Below 1, the config changed greedy output.
+    # Share of greedy (temperature 0) requests whose text equals the baseline's, in the worst of
+    # the trial's runs; None for the baseline itself or without greedy requests. Below 1, the
+    # config changed greedy output; first_divergence: where, {"run", "request", "token"}.
     greedy_match_rate: Mapped[float | None] = mapped_column(Float)
+    first_divergence: Mapped[dict | None] = mapped_column(JSON)
+    # Why figures cannot be trusted (tuner.trust): the median run's marks, and repeats disagreeing.
+    marks: Mapped[list | None] = mapped_column(JSON)
+    # The median run's server-side means (vLLM's histograms), the cross-check of the client's.
+    server_ttft_mean_s: Mapped[float | None] = mapped_column(Float)
+    server_tpot_mean_s: Mapped[float | None] = mapped_column(Float)
+    server_e2e_mean_s: Mapped[float | None] = mapped_column(Float)
 
     trial: Mapped[TrialRecord] = relationship(back_populates="metrics")
 
@@ -156,6 +171,14 @@ class TrialRun(Base):
     mean_acceptance_length: Mapped[float | None] = mapped_column(Float)
     server_generation_tokens: Mapped[int] = mapped_column(Integer)
     output_digests: Mapped[dict] = mapped_column(JSON)  # request id -> digest of the greedy text
+    # request id -> generated token ids of greedy requests: kept for baseline runs only, the
+    # reference the first diverging token of other configs is located against.
+    output_token_ids: Mapped[dict | None] = mapped_column(JSON)
+    greedy_match_rate: Mapped[float | None] = mapped_column(Float)
+    first_divergence: Mapped[dict | None] = mapped_column(JSON)
+    marks: Mapped[list | None] = mapped_column(JSON)
+    remeasured: Mapped[list | None] = mapped_column(JSON)  # marks of the replay this one replaced
+    server_tpot_mean_s: Mapped[float | None] = mapped_column(Float)
 
     trial: Mapped[TrialRecord] = relationship(back_populates="runs")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -55,6 +56,11 @@ class TrialRow:
     predicted_sigma: float | None = None
     proposal_reason: str | None = None
     failed_requests: int | None = None
+    first_divergence: dict[str, Any] | None = None
+    marks: tuple[str, ...] = ()  # why some figures cannot be trusted (tuner.trust)
+    server_tpot_mean_s: float | None = None
+    server_ttft_mean_s: float | None = None
+    deploy_args: tuple[str, ...] = ()
 
     def latency(self, name: str) -> float | None:
         """``tpot_p99`` -> tpot_p99_s, in seconds."""
@@ -74,7 +80,8 @@ class ResultStore:
         return row
 
     def start_run(self, *, study_name: str, model: str, workload: Workload, space: dict,
-                  load: str, server_args: list[str], host: str, gpu_name: str | None) -> int:
+                  load: str, server_args: list[str], host: str, gpu_name: str | None,
+                  deploy_args: list[str] | None = None) -> int:
         content_hash = hashlib.sha256(workload.path.read_bytes()).hexdigest()
         with Session(self.engine) as session, session.begin():
             model_row = self._get_or_add(session, TargetModel, {"name": model})
@@ -82,7 +89,8 @@ class ResultStore:
                 session, WorkloadRecord, {"type": workload.type, "content_hash": content_hash},
                 file_name=workload.path.name, request_count=len(workload))
             run = StudyRun(study_name=study_name, model_id=model_row.id, workload_id=workload_row.id,
-                           space=space, load=load, server_args=server_args, vllm_version=None,
+                           space=space, load=load, server_args=server_args, deploy_args=deploy_args or None,
+                           vllm_version=None,
                            host=host, gpu_name=gpu_name, status="running", started_at=_now())
             session.add(run)
             session.flush()
@@ -121,10 +129,17 @@ class ResultStore:
             for name, value in fields.items():
                 setattr(run, name, value)
 
-    def complete_trial(self, trial_id: int, m: Measurement, greedy_match_rate: float | None = None) -> None:
+    def complete_trial(self, trial_id: int, m: Measurement, checks: Sequence[Any] | None = None,
+                       worst_check: tuple[float | None, dict | None] = (None, None),
+                       noise: float = 0.05) -> None:
         """Store every run, and the trial's figures at ``m.load``: the median run's, with the
-        spread of tokens/s. A trial over several loads calls this once per load."""
+        spread of tokens/s. A trial over several loads calls this once per load. ``checks``:
+        each run's greedy-output check against the baseline (``match_rate``,
+        ``first_divergence``); ``worst_check``: the trial's figure from them."""
         s, a, tps = m.summary, m.acceptance, m.tokens_per_s
+        median_run = m.median_run
+        server = median_run.server_latency
+        checks = list(checks or [None] * len(m.runs))
 
         def pct(stats, name):
             return getattr(stats, name) if stats else None
@@ -148,11 +163,15 @@ class ResultStore:
                 per_position_acceptance=list(a.per_position) if a else None,
                 drafts=a.drafts if a else None, draft_tokens=a.draft_tokens if a else None,
                 accepted_tokens=a.accepted_tokens if a else None,
-                server_generation_tokens=sum(r.server_generation_tokens for r in m.runs) // len(m.runs),
+                server_generation_tokens=median_run.server_generation_tokens,
                 repeats=tps.n, tokens_per_s_mad=tps.mad, tokens_per_s_ci_low=tps.ci_low,
-                tokens_per_s_ci_high=tps.ci_high, greedy_match_rate=greedy_match_rate,
+                tokens_per_s_ci_high=tps.ci_high, greedy_match_rate=worst_check[0],
+                first_divergence=worst_check[1], marks=list(m.marks(noise)) or None,
+                server_ttft_mean_s=server.ttft_mean_s if server else None,
+                server_tpot_mean_s=server.tpot_mean_s if server else None,
+                server_e2e_mean_s=server.e2e_mean_s if server else None,
             ))
-            for run in m.runs:
+            for run, check in zip(m.runs, checks):
                 rs, ra = run.summary, run.acceptance
                 session.add(TrialRun(
                     trial_id=trial_id, load=m.load, repeat=run.repeat, output_tokens_per_s=rs.output_tokens_per_s,
@@ -164,10 +183,17 @@ class ResultStore:
                     server_generation_tokens=run.server_generation_tokens,
                     output_digests={r.request_id: r.text_digest for r in run.requests
                                     if r.ok and r.greedy and r.text_digest},
+                    output_token_ids={r.request_id: list(r.token_ids) for r in run.requests
+                                      if r.ok and r.greedy and r.token_ids} if m.spec is None else None,
+                    greedy_match_rate=check.match_rate if check else None,
+                    first_divergence=check.first_divergence if check else None,
+                    marks=list(run.marks) or None, remeasured=list(run.remeasured) or None,
+                    server_tpot_mean_s=run.server_latency.tpot_mean_s if run.server_latency else None,
                 ))
 
-    def baseline_digests(self, study_name: str) -> dict[str, str] | None:
-        """Greedy output digests of the study's completed baseline (its first run), if any."""
+    def baseline_outputs(self, study_name: str) -> tuple[dict[str, str], dict[str, list[int]]] | None:
+        """Greedy outputs of the study's completed baseline (its first run), if any: request id
+        -> text digest, and request id -> token ids."""
         query = (select(TrialRun).join(TrialRecord).join(StudyRun)
                  .where(StudyRun.study_name == study_name, TrialRecord.status == "complete",
                         TrialRun.repeat == 0)
@@ -177,7 +203,7 @@ class ResultStore:
             # A JSON null is not SQL NULL, so the baseline (config None) is picked here.
             for run in session.scalars(query):
                 if run.trial.config is None:
-                    return dict(run.output_digests)
+                    return dict(run.output_digests), dict(run.output_token_ids or {})
         return None
 
     def mark_stale_running(self, study_name: str) -> int:
@@ -238,7 +264,23 @@ class ResultStore:
                                    .order_by(StudyRun.id))
             return [{"id": r.id, "status": r.status, "strategy": r.strategy, "slos": r.slos,
                      "pareto_front": r.pareto_front, "schedule": r.schedule, "load": r.load, "space": r.space,
-                     "started_at": r.started_at} for r in runs]
+                     "started_at": r.started_at, **self._rules(r)} for r in runs]
+
+    @staticmethod
+    def _rules(run: StudyRun) -> dict[str, Any]:
+        """What a study's answer must honour, as its run stored it."""
+        return {"slos": run.slos, "schedule": run.schedule, "server_args": list(run.server_args),
+                "deploy_args": list(run.deploy_args or []), "max_output_change": run.max_output_change,
+                "allow_output_change": bool(run.allow_output_change)}
+
+    def study_rules(self) -> dict[str, dict[str, Any]]:
+        """Study name -> the latest run's targets, schedule, server and deploy arguments and
+        output-change rule: what its verdict is decided under."""
+        latest: dict[str, dict[str, Any]] = {}
+        with Session(self.engine) as session:
+            for run in session.scalars(select(StudyRun).order_by(StudyRun.id)):
+                latest[run.study_name] = self._rules(run)
+        return latest
 
     def studies(self) -> list[dict[str, Any]]:
         """Every study, newest first: its name, model, workload type, load and latest run."""
@@ -284,4 +326,9 @@ class ResultStore:
             e2e_p99_s=m.e2e_p99_s if m else None, kind=t.kind,
             predicted_tokens_per_s=t.predicted_tokens_per_s, predicted_sigma=t.predicted_sigma,
             proposal_reason=t.proposal_reason, failed_requests=m.failed_requests if m else None,
+            first_divergence=m.first_divergence if m else None,
+            marks=tuple(m.marks or ()) if m else (),
+            server_tpot_mean_s=m.server_tpot_mean_s if m else None,
+            server_ttft_mean_s=m.server_ttft_mean_s if m else None,
+            deploy_args=tuple(run.deploy_args or ()),
         )

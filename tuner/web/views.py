@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import UsageError
-from tuner.report import answer_dict
-from tuner.search.answer import Answer, answers_per_study, best_answers, trial_k
-from tuner.search.slo import pareto_front, parse_slo
+from tuner.report import verdict_dict
+from tuner.search.answer import Answer, trial_k
+from tuner.search.slo import pareto_front
+from tuner.search.verdict import NONE, StudyRules, Verdict, best_verdicts, verdicts
 from tuner.schedule.views import schedule_views
 from tuner.store import JobStore, ResultStore, TrialRow
 from tuner.web.charts import Point, Rule, Series, xy_chart
@@ -44,31 +45,37 @@ def _finished(trials: Sequence[TrialRow]) -> datetime | None:
     return max(times) if times else None
 
 
-def study_answers(trials: Sequence[TrialRow]) -> list[tuple[Answer, datetime | None]]:
-    """Each (study, load)'s answer with when its last trial ended, oldest first."""
-    answers = [(a, _finished([t for t in trials if (t.study_name, t.load) == (a.study_name, a.load)]))
-               for a in answers_per_study(trials)]
-    return sorted(answers, key=lambda a: a[1].timestamp() if a[1] else 0.0)
+def study_verdicts(store: ResultStore, trials: Sequence[TrialRow]) -> list[tuple[Verdict, datetime | None]]:
+    """Each study's verdict (under its stored rules) with when its last trial ended, oldest first."""
+    found = [(v, _finished([t for t in trials if t.study_name == v.study_name]))
+             for v in verdicts(trials, store.study_rules())]
+    return sorted(found, key=lambda a: a[1].timestamp() if a[1] else 0.0)
 
 
-def answer_view(answer: Answer, history: list[tuple[Answer, datetime | None]]) -> dict[str, Any]:
-    view = answer_dict(answer)
-    view["speedup_error"] = speedup_error(answer)
-    view["winner_label"] = "speculation off" if answer.keep_speculation_off else answer.winner.label
+def winner_label(v: Verdict) -> str:
+    if v.kind == NONE:
+        return "no configuration meets the targets"
+    return "speculation off" if v.keep_speculation_off else v.label
+
+
+def answer_view(verdict: Verdict, history: list[tuple[Verdict, datetime | None]]) -> dict[str, Any]:
+    view = verdict_dict(verdict)
+    view["speedup_error"] = speedup_error(next(iter(verdict.answers.values()))) if len(verdict.answers) == 1 else None
+    view["winner_label"] = winner_label(verdict)
     view["last_tuned"] = _time(history[-1][1]) if history else None
     # Did the newest study name another winner than the one before it (a nightly re-tune)?
     if len(history) >= 2:
         newest, previous = history[-1][0], history[-2][0]
-        view["changed_by_last_run"] = newest.winner.config != previous.winner.config
+        view["changed_by_last_run"] = (newest.deployed, newest.kind) != (previous.deployed, previous.kind)
     else:
         view["changed_by_last_run"] = None
     return view
 
 
 def overview(store: ResultStore) -> dict[str, Any]:
-    history = study_answers(store.trials())  # every study's answer, computed once
+    history = study_verdicts(store, store.trials())  # every study's verdict, computed once
     cells = []
-    for answer in best_answers([a for a, _ in history]):
+    for answer in best_verdicts([a for a, _ in history]):
         mine = [(a, when) for a, when in history
                 if (a.model, a.workload_type) == (answer.model, answer.workload_type)]
         cells.append(answer_view(answer, mine))
@@ -91,24 +98,24 @@ def model_page(store: ResultStore, model: str, workload_type: str) -> dict[str, 
     trials = store.trials(model=model, workload_type=workload_type)
     if not trials:
         raise UsageError(f"no study of model {model!r} on workload type {workload_type!r}")
-    history = study_answers(trials)
+    history = study_verdicts(store, trials)
     if not history:
         raise UsageError(f"no study of {model!r} on {workload_type!r} has a completed baseline yet")
-    (best,) = best_answers([a for a, _ in history])  # as on the overview and in `tuner best`
+    (best,) = best_verdicts([a for a, _ in history])  # as on the overview and in `tuner best`
     view = answer_view(best, history)
-    study_trials = [t for t in trials if t.study_name == best.study_name and t.load == best.load]
+    first_load, first_answer = next(iter(best.answers.items()))
+    study_trials = [t for t in trials if t.study_name == best.study_name and t.load == first_load]
     runs = store.study_runs(best.study_name)
-    slos = [parse_slo(text) for text in (runs[-1]["slos"] or [])] if runs else []
+    slos = StudyRules.from_stored(runs[-1]).slos if runs else ()
     view["charts"] = {
-        "tokens_per_k": tokens_per_k_chart(study_trials, best),
+        "tokens_per_k": tokens_per_k_chart(study_trials, first_answer),
         "acceptance": acceptance_chart(study_trials),
         "pareto": pareto_chart(study_trials, slos),
         "history": history_chart(history),
     }
     view["schedule"] = runs[-1]["schedule"] if runs else None
     view["history"] = [{"study": a.study_name, "load": a.load, "finished": _time(when),
-                        "winner": "speculation off" if a.keep_speculation_off else a.winner.label,
-                        "speedup": a.speedup} for a, when in history]
+                        "winner": winner_label(a), "speedup": a.speedup} for a, when in history]
     view["studies"] = sorted({t.study_name for t in trials})
     return view
 
@@ -146,9 +153,8 @@ def pareto_chart(trials: Sequence[TrialRow], slos: Sequence[Any]) -> str:
                     "output tokens/s", "TPOT p99 (ms)", rules)
 
 
-def history_chart(history: Sequence[tuple[Answer, datetime | None]]) -> str:
-    points = [Point(i + 1, a.speedup or 1.0, 0.0,
-                    f"{_time(when)}: {'speculation off' if a.keep_speculation_off else a.winner.label}")
+def history_chart(history: Sequence[tuple[Verdict, datetime | None]]) -> str:
+    points = [Point(i + 1, a.speedup or 1.0, 0.0, f"{_time(when)}: {winner_label(a)}")
               for i, (a, when) in enumerate(history)]
     return xy_chart("chart-history", [Series("best speedup", points)], "study (oldest first)",
                     "speedup over baseline", [Rule("1x", 1.0)])

@@ -1,0 +1,224 @@
+"""The one verdict of a study: what to deploy, decided under the rules the study stored.
+
+Every place that names a winner asks this module: `tuner optimize` and `tuner best` (text and
+``--json``), the dashboard, a nightly job's outcome and the drift reference. The rules are the
+study's own (its latest run's): latency targets, the allowed share of changed greedy output,
+the k-by-batch-size schedule it measured and the server arguments marked ``--deploy-arg``.
+
+- One load: the answer at that load (``answer.choose``).
+- Several loads: the k-by-batch-size schedule where its own measurement beat the best single
+  config, else the best single config (the same at every load), unless that is within the noise
+  of the baseline (geometric mean over the loads); never a config that breaks a target or
+  changed greedy output at some load.
+- No config meets the targets: no winner and no line, but the closest config.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tuner.engine.deploy import production_args, serve_command
+from tuner.errors import TunerError
+from tuner.search.answer import DEFAULT_NOISE, Answer, choose
+from tuner.search.output_check import divergence_text
+from tuner.search.schedule import best_single
+from tuner.search.slo import Slo, parse_slos
+from tuner.stats import geometric_mean
+from tuner.store import TrialRow
+from tuner.trust import LATENCY_MARKS
+
+CONFIG, SCHEDULE, OFF, NONE = "config", "schedule", "off", "none"
+
+
+@dataclass(frozen=True)
+class StudyRules:
+    """What a study's verdict must honour, as its latest run stored it."""
+
+    slos: tuple[Slo, ...] = ()
+    max_output_change: float | None = 0.0  # None: --allow-output-change
+    server_args: tuple[str, ...] = ()
+    deploy_args: tuple[str, ...] = ()
+    schedule: dict[str, Any] | None = None  # the stored k-by-batch-size schedule record
+
+    @classmethod
+    def from_stored(cls, stored: dict[str, Any] | None) -> StudyRules:
+        if not stored:
+            return cls()
+        allowed = None if stored.get("allow_output_change") else (stored.get("max_output_change") or 0.0)
+        return cls(parse_slos(stored.get("slos") or []), allowed, tuple(stored.get("server_args") or ()),
+                   tuple(stored.get("deploy_args") or ()), stored.get("schedule"))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    study_name: str
+    model: str
+    workload_type: str
+    load: str  # every load of the study, as one label
+    answers: dict[str, Answer]  # load -> the answer there
+    kind: str  # config, schedule, off (keep speculation off), none (no config meets the targets)
+    deployed: dict[str, Any] | None  # the --speculative-config to deploy; None for off and none
+    label: str  # what is deployed, or the closest config for none
+    speedup: float | None  # the deployed config's (off: the best speculative's) tokens/s over the baseline's
+    headline: str
+    args: tuple[str, ...]  # the production server arguments of the line
+    rows: tuple[TrialRow, ...]  # the deployed config's figures per load (off: the best speculative's)
+    notes: tuple[str, ...] = ()  # what the user should know: changed output, marked figures
+
+    @property
+    def deployable(self) -> bool:
+        return self.kind != NONE
+
+    @property
+    def keep_speculation_off(self) -> bool:
+        return self.kind == OFF
+
+    @property
+    def effective_speedup(self) -> float:
+        """Of what is recommended: 1.0 when speculation stays off, 0 when nothing is."""
+        if self.kind == NONE:
+            return 0.0
+        return 1.0 if self.kind == OFF else (self.speedup or 1.0)
+
+    def serve_command(self) -> str | None:
+        """The `vllm serve` line to paste; None when no configuration meets the targets."""
+        return serve_command(self.model, self.deployed, self.args) if self.deployable else None
+
+    def config_json(self) -> str | None:
+        return json.dumps(self.deployed, indent=2, sort_keys=True) + "\n" if self.deployed else None
+
+
+def _geomean_speedup(rows: Sequence[TrialRow], answers: dict[str, Answer]) -> float | None:
+    ratios = [r.tokens_per_s / answers[r.load].baseline.tokens_per_s for r in rows
+              if r.tokens_per_s and answers[r.load].baseline.tokens_per_s]
+    return geometric_mean(ratios) if ratios else None
+
+
+def _notes(answers: dict[str, Answer], shown: Sequence[TrialRow], rules: StudyRules) -> tuple[str, ...]:
+    notes = []
+    for answer in answers.values():
+        for r in answer.output_changed:
+            notes.append(f"{r.label} was not chosen at {r.load}: its greedy output differed from the "
+                         f"baseline's on {1 - r.greedy_match_rate:.0%} of requests"
+                         f"{divergence_text(r.first_divergence)}; --allow-output-change to allow it")
+    for r in shown:
+        if rules.max_output_change is None and r.greedy_match_rate is not None and r.greedy_match_rate < 1:
+            notes.append(f"{r.label} changed greedy output at {r.load} on {1 - r.greedy_match_rate:.0%} "
+                         f"of requests{divergence_text(r.first_divergence)} (allowed by --allow-output-change)")
+    for r in [*shown, *(a.baseline for a in answers.values())]:
+        if r.marks:
+            what = "; its latency figures are not compared" if any(m in LATENCY_MARKS for m in r.marks) else ""
+            notes.append(f"figures of {r.label} at {r.load} are marked: {', '.join(r.marks)}{what}")
+    return tuple(dict.fromkeys(notes))
+
+
+def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
+                  noise: float = DEFAULT_NOISE) -> Verdict:
+    """The verdict of one study from all its rows. Raises TunerError without a completed
+    baseline at some load."""
+    study_rows = [r for r in rows if r.kind == "study"]
+    if not study_rows:
+        raise TunerError("the study has no trials")
+    first = study_rows[0]
+    loads = list(dict.fromkeys(r.load for r in study_rows))
+    answers = {load: choose([r for r in study_rows if r.load == load], noise, rules.slos,
+                            rules.max_output_change) for load in loads}
+    args = tuple(production_args(rules.server_args or first.server_args, rules.deploy_args))
+    label_all = ",".join(loads) if len(loads) > 1 else loads[0]
+
+    def verdict(kind: str, deployed, label: str, shown: Sequence[TrialRow], headline: str) -> Verdict:
+        return Verdict(first.study_name, first.model, first.workload_type, label_all, answers, kind,
+                       deployed, label, _geomean_speedup(shown, answers), headline, args, tuple(shown),
+                       _notes(answers, shown, rules))
+
+    unmet = [a for a in answers.values() if a.winner is None]
+    if unmet:
+        a = unmet[0]
+        at = f" at {a.load}" if len(loads) > 1 else ""
+        return verdict(NONE, None, a.closest.label if a.closest else "", [], a.verdict + at)
+    if len(loads) == 1:
+        (a,) = answers.values()
+        if a.keep_speculation_off:
+            return verdict(OFF, None, "speculation off", [a.best] if a.best else [], a.verdict)
+        return verdict(CONFIG, a.winner.config, a.winner.label, [a.winner], a.verdict)
+    record = rules.schedule or {}
+    if record.get("config") and record.get("beats_best_single"):
+        measured = [r for r in rows if r.kind == "schedule" and r.status == "complete" and r.tokens_per_s]
+        shown = list({r.load: r for r in measured}.values())
+        v = verdict(SCHEDULE, record["config"], measured[-1].label if measured else "k by batch size",
+                    shown, "")
+        return _with_headline(v, f"{v.label}: {v.speedup or 0:.2f}x the baseline's output tokens/s "
+                                 f"(geometric mean over {label_all}), faster than the best single config")
+    single = best_single(study_rows, loads, rules.slos, rules.max_output_change)
+    if single is None or single[0].config is None:
+        best = [r for r in single or [] if r.config is not None]
+        return verdict(OFF, None, "speculation off", best, "keep speculation off: the baseline is the "
+                       f"fastest single config over {label_all}")
+    v = verdict(CONFIG, single[0].config, single[0].label, single, "")
+    if (v.speedup or 0) <= 1 + noise:
+        return _with_headline(replace(v, kind=OFF, deployed=None, label="speculation off"), f"keep speculation off: the best single config, "
+                              f"{v.label}, gives {v.speedup or 0:.2f}x the baseline's tokens/s over "
+                              f"{label_all}, within the noise ({noise:.0%})")
+    why = ""
+    if record.get("config") and record.get("beats_best_single") is False:
+        why = "; the k-by-batch-size schedule measured slower"
+    return _with_headline(v, f"{v.label}: {v.speedup:.2f}x the baseline's output tokens/s "
+                             f"(geometric mean over {label_all}){why}")
+
+
+def _with_headline(v: Verdict, headline: str) -> Verdict:
+    return replace(v, headline=headline)
+
+
+def verdicts(trials: Sequence[TrialRow], rules: dict[str, dict[str, Any]],
+             noise: float = DEFAULT_NOISE) -> list[Verdict]:
+    """Each study's verdict, for the studies with a completed baseline at every load;
+    ``rules``: study name -> what its latest run stored (``ResultStore.study_rules``)."""
+    by_study: dict[str, list[TrialRow]] = {}
+    for t in trials:
+        by_study.setdefault(t.study_name, []).append(t)
+    found = []
+    for name, study_rows in by_study.items():
+        try:
+            found.append(study_verdict(study_rows, StudyRules.from_stored(rules.get(name)), noise))
+        except TunerError:
+            continue
+    return found
+
+
+def best_verdicts(found: Sequence[Verdict]) -> list[Verdict]:
+    """Per (model, workload type), the study whose recommendation gains most: a deployable one
+    before one whose targets nothing met."""
+    best: dict[tuple[str, str], Verdict] = {}
+    for v in found:
+        key = (v.model, v.workload_type)
+        rank = (v.deployable, v.effective_speedup)
+        if key not in best or rank > (best[key].deployable, best[key].effective_speedup):
+            best[key] = v
+    return [best[k] for k in sorted(best)]
+
+
+def best_from_store(store, model: str | None = None, workload_type: str | None = None,
+                    noise: float = DEFAULT_NOISE) -> list[Verdict]:
+    """`tuner best`, the dashboard and the drift reference: the best study per (model, workload type)."""
+    return best_verdicts(verdicts(store.trials(model=model, workload_type=workload_type),
+                                  store.study_rules(), noise))
+
+
+def prediction_error(rows: Sequence[TrialRow]) -> tuple[int, float, float] | None:
+    """How far the step-cost model was off on the trials it predicted: (trials, mean absolute
+    relative error, worst), against the trial's objective (the geometric mean over its loads)."""
+    figures: dict[int, list[float]] = {}
+    for r in rows:
+        if r.kind == "study" and r.status == "complete" and r.tokens_per_s:
+            figures.setdefault(r.optuna_trial_number, []).append(r.tokens_per_s)
+    objective = {n: geometric_mean(v) for n, v in figures.items()}
+    predicted = {r.optuna_trial_number: r.predicted_tokens_per_s for r in rows
+                 if r.predicted_tokens_per_s and r.optuna_trial_number in objective}
+    errors = [abs(p / objective[n] - 1) for n, p in predicted.items()]
+    if not errors:
+        return None
+    return len(errors), sum(errors) / len(errors), max(errors)
