@@ -83,6 +83,9 @@ def test_optimize_stores_every_trial_and_best_names_the_winner(tmp_path, tiny_mo
     assert best["speedup"] == pytest.approx(fastest.tokens_per_s / baseline)
     argv = shlex.split(best["serve_command"])
     assert argv[:3] == ["vllm", "serve", str(tiny_models / "target")]
+    # Tuned with --enforce-eager --max-model-len=1024: the line to paste has neither.
+    assert "--enforce-eager" not in argv and not any(a.startswith("--max-model-len") for a in argv)
+    assert answer["serve_command"] == best["serve_command"]
     if best["keep_speculation_off"]:
         assert "--speculative-config" not in argv and best["winner"]["config"] is None
     else:
@@ -153,6 +156,21 @@ def test_repeats_are_stored_with_their_spread_and_the_greedy_check(tmp_path, tin
             "SELECT trial_id, repeat, output_tokens_per_s FROM tuner_trial_runs ORDER BY id").fetchall()
     assert [(r[1]) for r in runs] == [0, 1, 0, 1]
     assert all(r[2] > 0 for r in runs)
+    # The server's own per-request TPOT histogram, read from the real /metrics around each replay.
+    assert all(r.server_tpot_mean_s and r.server_tpot_mean_s > 0 for r in rows)
+    with engine.connect() as connection:
+        checked = connection.exec_driver_sql(
+            "SELECT output_token_ids, greedy_match_rate, first_divergence FROM tuner_trial_runs ORDER BY id").fetchall()
+    baseline_tokens = json.loads(checked[0][0])
+    # vLLM returned the token ids of the baseline's greedy requests (return_token_ids).
+    assert len(baseline_tokens) == 16 and all(len(ids) > 1 for ids in baseline_tokens.values())
+    assert [r[0] for r in checked[2:]] == [None, None]  # kept for the baseline only
+    run_rates = [r[1] for r in checked[2:]]
+    assert all(0.0 <= rate <= 1.0 for rate in run_rates)  # both of ngram's runs were compared
+    assert ngram.greedy_match_rate == min(run_rates)
+    if ngram.greedy_match_rate < 1:
+        assert ngram.first_divergence["request"] in baseline_tokens
+        assert isinstance(ngram.first_divergence["token"], int)
 
 
 def test_a_new_study_warm_starts_from_the_previous_best(tmp_path, tiny_models):
