@@ -332,7 +332,8 @@ def best(
             err_console.print("no completed study matches; run `tuner optimize` first")
             raise typer.Exit(1)
         for verdict in found:
-            console.print(verdict_text(verdict, config_file=written), highlight=False, soft_wrap=True)
+            console.print(verdict_text(verdict, store.trials(study_name=verdict.study_name), written),
+                          highlight=False, soft_wrap=True)
             console.print()
 
 
