@@ -269,11 +269,12 @@ def schedule_text(outcome) -> str:
     return "\n".join(lines)
 
 
-def answer_text(answer: Answer) -> str:
+def answer_text(answer: Answer, with_verdict: bool = True) -> str:
     """The figures behind the answer at one load; what to deploy is the verdict's."""
-    lines = [f"[bold]{answer.model} | {answer.workload_type} | {answer.load}[/]",
-             f"{answer.verdict}",
-             f"baseline: {answer.baseline.tokens_per_s:.1f} tok/s"]
+    lines = [f"[bold]{answer.model} | {answer.workload_type} | {answer.load}[/]"]
+    if with_verdict:  # one of several loads: what wins there
+        lines.append(f"at this load: {answer.verdict}")
+    lines.append(f"baseline: {answer.baseline.tokens_per_s:.1f} tok/s")
     if answer.slos:
         lines.append("latency targets: " + ", ".join(slo.text for slo in answer.slos)
                      + ("" if answer.meets_slos else " [red](none met)[/]"))
@@ -298,7 +299,7 @@ def answer_text(answer: Answer) -> str:
 
 def verdict_text(verdict: Verdict, rows: list[TrialRow] | None = None, config_file: str | None = None) -> str:
     """The study's one answer: every load's figures, then what to deploy and the line to paste."""
-    lines = [answer_text(a) for a in verdict.answers.values()]
+    lines = [answer_text(a, with_verdict=len(verdict.answers) > 1) for a in verdict.answers.values()]
     colour = "green" if verdict.kind in ("config", "schedule") else "yellow" if verdict.kind == "off" else "red"
     lines.append(f"[bold {colour}]answer: {verdict.headline}[/]")
     for note in verdict.notes:
