@@ -11,24 +11,25 @@ Two steps:
             between two speeds (ngram k=4: 528 to 836 tok/s; on one core 707 to 718), so which
             config was best was decided by noise. The unpinned table of 2026-11-30 is kept as
             search_grid-unpinned.json (``simulate --table``). About 40 min here.
-  simulate  replays the grid, random search, plain TPE and the guided search against that stored
-            table many times. Each simulated trial draws the config's replays with replacement
-            (as many as were measured) and reports their median, so every strategy sees the
-            measured noise. A strategy's choice is its measured config with the highest median;
-            its regret is how far that config's true figure (the median of all its stored
-            replays) falls below the grid's best.
-
+  simulate  runs the product's own study loop (``tuner.search.study.optimize``: its proposer,
+            its noise estimate, its answer by ``choose()``) on the grid, the guided search,
+            plain TPE and random search (TPE's loop with Optuna's RandomSampler), many times,
+            against that table: ``optimize`` gets a stand-in measurement (``table_server``) that
+            answers each trial with ``--repeats`` replays, each one of the config's stored
+            replays drawn at random. Every simulated study has a fresh SQLite database, no warm
+            start and a seed of its own. Its answer is the winner the product names (the
+            baseline when speculation stays off); its regret is how far that config's true
+            figure (the median of all its stored replays) falls below the grid's best.
   synthetic does the same on made-up worlds the table does not show, one study per world, as a
             check that the guided search is not fitted to the one table: each drafter's
             acceptance falls geometrically with position and its step time grows as
             a + c * k^b, from flattening (b = 0.5) to steepening (b = 1.5).
 
-The guided search here is the same ``GuidedSearch.propose`` that ``tuner optimize`` calls.
-
   python benchmarks/search_efficiency.py measure
-  python benchmarks/search_efficiency.py simulate --runs 200
-  python benchmarks/search_efficiency.py synthetic --worlds 200
-  python benchmarks/search_efficiency.py synthetic --worlds 200 --loads
+  python benchmarks/search_efficiency.py simulate                # --runs 100: 8 min here, 11 with --repeats 3
+  python benchmarks/search_efficiency.py simulate --repeats 3 --smooth
+  python benchmarks/search_efficiency.py synthetic               # --worlds 100: 9 min
+  python benchmarks/search_efficiency.py synthetic --loads
 
 The machine must be otherwise idle while it measures: on 2 cores a test run beside it moves a
 replay's tokens/s by up to 20 %. Configs measured while something else ran can be measured
@@ -41,29 +42,48 @@ again and swapped in (the table lists them under "measured_again"):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import random
+import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
-from dataclasses import dataclass
+import tempfile
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import optuna
 
-from tuner.search.guided import (DEFAULT_RUN_NOISE, DEFAULT_Z, GuidedSearch, drafter_of, k_of, key_of,
-                                 observation, run_noise)
-from tuner.search.space import SearchSpace, parse_lookup
-from tuner.search.study import OptimizeSettings, make_sampler
-from tuner.stats import geometric_mean, mad
+from tuner.engine import SpecConfig
+from tuner.errors import TunerError
+from tuner.metrics import Acceptance
+from tuner.replay import LoadSpec, ReplaySummary
+from tuner.search import study as study_module
+from tuner.search.answer import DEFAULT_NOISE
+from tuner.search.guided import drafter_of, k_of, key_of, run_noise
+from tuner.search.space import Candidate, SearchSpace, parse_lookup
+from tuner.search.study import OptimizeSettings, optimize
+from tuner.stats import mad
+from tuner.store import ResultStore, open_database, optuna_storage
+from tuner.trial import MeasureSettings, Measurement, NoProgress, RunResult, ServerRecord
+from tuner.workload import Request, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "benchmarks" / "data" / "search_grid.json"
 MODELS = ROOT / ".models"
+MODEL = "stored table"
 WITHIN = 0.02  # "reaches the grid's answer": within 2 % of its best
 LOOSE = 0.05  # also printed: within 5 %, for tables whose noise is larger than 2 %
+RUNS = 100  # simulated studies per strategy (simulate): 8 min (--repeats 1) to 11 min (--repeats 3) here
+WORLDS = 100  # made-up worlds (synthetic): about 9 min here
 
 
 WORKLOAD_COPIES = 4
@@ -151,15 +171,23 @@ def export(db: str, table: Path, replace_from: list[str] | None = None, cpu: int
     print(f"{len(configs)} configs written to {table}")
 
 
+def config_json(config: dict | None) -> str:
+    return json.dumps(config, sort_keys=True)
+
+
 @dataclass
 class Table:
+    """One load's stored figures, by config key: tokens/s of every replay, acceptance profile."""
+
     space: SearchSpace
-    runs: dict[str, list[float]]  # config key -> tokens/s per replay
-    profile: dict[str, list[float] | None]
-    labels: dict[str, str]
+    load: str  # the load label, 'concurrency 2'
+    runs: dict[str, list[float]] = field(default_factory=dict)  # config key -> tokens/s per replay
+    profile: dict[str, list[float] | None] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)  # the config vLLM takes (JSON) -> config key
 
     @classmethod
-    def load(cls, path: Path, methods: list[str] | None = None, max_k: int | None = None) -> Table:
+    def load_file(cls, path: Path, methods: list[str] | None = None, max_k: int | None = None) -> Table:
         """``methods``, ``max_k``: simulate on that part of the measured space only."""
         record = json.loads(path.read_text())
         s = record["space"]
@@ -169,90 +197,241 @@ class Table:
         space = SearchSpace(methods=kept, ks=tuple(k for k in s["ks"] if max_k is None or k <= max_k),
                             drafts={m: tuple(d) for m, d in s["drafts"].items() if m in kept},
                             ngram_lookup=tuple(parse_lookup(x) for x in s["ngram_lookup"]))
-        by_config = {json.dumps(c["config"], sort_keys=True): c for c in record["configs"]}
-        runs, profile, labels = {}, {}, {}
+        by_config = {config_json(c["config"]): c for c in record["configs"]}
+        table = cls(space, record["load"])
         for candidate in space.candidates():
-            found = by_config[json.dumps(candidate.spec.to_vllm() if candidate.spec else None, sort_keys=True)]
-            key = key_of(candidate.params)
-            runs[key], profile[key], labels[key] = found["runs"], found["per_position"], found["label"]
-        return cls(space, runs, profile, labels)
+            found = by_config[config_json(candidate.spec.to_vllm() if candidate.spec else None)]
+            table.add(candidate, found["runs"], found["per_position"], found["label"])
+        return table
+
+    def add(self, candidate: Candidate, runs: list[float], profile: list[float] | None,
+            label: str | None = None) -> None:
+        key = key_of(candidate.params)
+        self.runs[key], self.profile[key] = runs, profile
+        self.labels[key] = label or candidate.label
+        self.keys[config_json(candidate.spec.to_vllm() if candidate.spec else None)] = key
+
+    def key_of_config(self, config: dict | None) -> str | None:
+        return self.keys.get(config_json(config))
 
     def truth(self, key: str) -> float:
         return statistics.median(self.runs[key])
 
-    def draw(self, key: str, rng: random.Random) -> tuple[float, float]:
-        """One simulated trial: (median of the config's replays drawn with replacement, MAD of
-        its stored replays). The spread is the measured one: a resample of 3 repeats repeats a
-        value 78 % of the time, which gives a MAD of 0 that no real trial shows, and the
-        guided search would then take the noise for nil."""
-        runs = self.runs[key]
-        sample = [rng.choice(runs) for _ in runs]
-        return statistics.median(sample), mad(runs)
+
+# The measurement stand-in, what `optimize` calls instead of `measure_config_at_loads`.
+
+OUTPUT_TOKENS = 24576  # a replay of code-x4.jsonl: 192 requests of 128 tokens
 
 
-def run_grid(table: Table, rng: random.Random, budget: int) -> dict[str, float]:
-    return {key: table.draw(key, rng)[0] for key in table.runs}
+def replay_summary(tokens_per_s: float, requests: int = 192) -> ReplaySummary:
+    duration = OUTPUT_TOKENS / tokens_per_s
+    return ReplaySummary(requests=requests, completed=requests, failed=0, duration_s=duration,
+                         output_tokens=OUTPUT_TOKENS, output_tokens_per_s=tokens_per_s,
+                         requests_per_s=requests / duration, ttft=None, tpot=None, e2e=None, errors=())
 
 
-def run_random(table: Table, rng: random.Random, budget: int) -> dict[str, float]:
-    keys = list(table.runs)
-    chosen = [keys[0]] + rng.sample(keys[1:], budget - 1)  # the baseline is always measured
-    return {key: table.draw(key, rng)[0] for key in chosen}
+def acceptance_of(per_position: Sequence[float] | None, drafts: int = 1000) -> Acceptance | None:
+    if not per_position:
+        return None
+    accepted = float(sum(per_position))
+    return Acceptance(drafts, drafts * len(per_position), round(drafts * accepted),
+                      accepted / len(per_position), 1 + accepted, tuple(per_position))
 
 
-def run_tpe(table: Table, rng: random.Random, budget: int) -> dict[str, float]:
-    sampler = make_sampler(OptimizeSettings(seed=rng.randrange(2**31), strategy="tpe"))
-    study = optuna.create_study(direction="maximize", sampler=sampler)
-    study.enqueue_trial(table.space.candidates()[0].params)
-    measured: dict[str, float] = {}
-    asked = 0
-    while len(measured) < budget and asked < 50 * budget:
-        trial = study.ask()
-        asked += 1
-        key = key_of(table.space.suggest(trial).params)
-        if key in measured:  # as the real loop: a config is never measured twice
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            continue
-        median, spread = table.draw(key, rng)
-        measured[key] = median
-        study.tell(trial, median - spread)
-    return measured
+def table_measurement(spec: SpecConfig | None, load: str, replays: Sequence[float],
+                      per_position: Sequence[float] | None) -> Measurement:
+    """A trial's Measurement at one load: one RunResult per replay drawn."""
+    acceptance = acceptance_of(per_position)
+    runs = [RunResult(repeat=i, summary=replay_summary(tps), acceptance=acceptance,
+                      server_generation_tokens=OUTPUT_TOKENS, requests=[]) for i, tps in enumerate(replays)]
+    server = ServerRecord(command=["stored table"], log_path="", startup_s=0.0, pid=-1, port=0,
+                          vllm_version=None)
+    return Measurement(model=MODEL, workload_path="stored table", workload_type="code",
+                       spec=spec.to_vllm() if spec else None, load=load, warmup_requests=0,
+                       server=server, runs=runs, host="stored table", started_at="", finished_at="")
 
 
-def run_guided_loads(tables: dict[str, Table], rng: random.Random, per_load: bool, budget: int | None = None,
-                     z: float = DEFAULT_Z) -> dict[str, dict[str, float]]:
-    """The guided search as the study runs it, on one table per load (one trial replays every
-    level): the observation's tokens/s is the geometric mean over the loads, and each load's own
-    figure goes with it (``per_load``; without, the search sees the mean only). Stops at
-    ``budget`` restarts. Returns load -> config key -> measured tokens/s."""
-    first = next(iter(tables.values()))
-    candidates = first.space.candidates()
-    by_key = {key_of(c.params): c for c in candidates}
-    search = GuidedSearch(candidates, DEFAULT_RUN_NOISE, z)
-    measured, values, spreads = {}, {load: {} for load in tables}, []
-    while (budget is None or len(measured) < budget) and (proposal := search.propose(measured)) is not None:
-        key = key_of(proposal.candidate.params)
-        drawn = {load: table.draw(key, rng) for load, table in tables.items()}
-        for load, (median, spread) in drawn.items():
-            values[load][key] = median
-            spreads.append(spread / median)
-        search.noise = run_noise(spreads)  # as in the study
-        at_load = {load: median for load, (median, _) in drawn.items()}
-        measured[key] = observation(by_key[key].params, geometric_mean(list(at_load.values())), first.profile[key],
-                                    by_load=at_load if per_load else None)
-    return values
+def draw_replay(runs: Sequence[float], rng: random.Random, smooth: bool = False) -> float:
+    """One replay of a config: one of its stored replays, drawn at random. ``smooth``: with a
+    Gaussian jitter of the stored replays' own spread (Silverman's bandwidth), shrunk towards
+    their mean so that the spread stays the stored one (a smoothed bootstrap). Without it, three
+    replays drawn from three stored ones repeat a value 78 % of the time, and their MAD is then 0,
+    which no real trial shows."""
+    value = rng.choice(runs)
+    if not smooth or len(runs) < 2:
+        return value
+    mean, sd = statistics.fmean(runs), statistics.stdev(runs)
+    if sd <= 0:
+        return value
+    h = 0.9 * sd * len(runs) ** -0.2
+    return mean + (value - mean + rng.gauss(0.0, h)) / (1 + (h / sd) ** 2) ** 0.5
 
 
-def run_guided(table: Table, rng: random.Random, budget: int, z: float = DEFAULT_Z) -> dict[str, float]:
-    return run_guided_loads({"": table}, rng, False, budget, z)[""]
+def table_server(tables: Sequence[Table], rng: random.Random,
+                 smooth: bool = False) -> Callable[..., list[Measurement]]:
+    """``measure`` for ``optimize``: at the i-th load of the settings, the i-th table gives a
+    Measurement of ``settings.repeats`` replays of the config, each one of its stored replays
+    drawn at random (with replacement; ``smooth``: see ``draw_replay``), with its stored
+    acceptance profile; the trial's median, MAD and interval then come from the product's own
+    ``repeat_stats``. A config the table lacks (the k-by-batch-size schedule of a study at
+    several loads) fails as a server that did not start."""
+
+    def measure(model, spec, workload, settings, progress) -> list[Measurement]:
+        config = spec.to_vllm() if spec else None
+        found = []
+        for load, table in zip(settings.loads, tables, strict=True):
+            key = table.key_of_config(config)
+            if key is None:
+                raise TunerError(f"{spec.label if spec else 'baseline'} is not in the stored table")
+            replays = [draw_replay(table.runs[key], rng, smooth) for _ in range(settings.repeats)]
+            found.append(table_measurement(spec, load.label, replays, table.profile[key]))
+        return found
+
+    return measure
 
 
-STRATEGIES = {"grid": run_grid, "random": run_random, "tpe": run_tpe, "guided": run_guided}
+class Quiet(NoProgress):
+    def trial_started(self, *args) -> None:
+        pass
+
+    def trial_finished(self, row) -> None:
+        pass
+
+
+class Databases:
+    """A fresh SQLite database per simulated study, each a copy of one migrated once (in
+    /dev/shm where there is one)."""
+
+    def __init__(self) -> None:
+        shm = Path("/dev/shm")
+        self.folder = Path(tempfile.mkdtemp(prefix="search-efficiency-", dir=shm if shm.is_dir() else None))
+        self.template = self.folder / "template.db"
+        url = f"sqlite:///{self.template}"
+        open_database(url).dispose()
+        optuna_storage(url).engine.dispose()  # Optuna's tables too
+        with contextlib.closing(sqlite3.connect(self.template)) as connection:
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.workload = self.folder / "workload.jsonl"
+        self.workload.write_text('{"prompt": "stored table"}\n')
+        self.count = 0
+
+    def fresh(self) -> Path:
+        self.count += 1
+        path = self.folder / f"study-{self.count}.db"
+        shutil.copyfile(self.template, path)
+        return path
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def random_sampler() -> Iterator[None]:
+    """The product has no random strategy: this is its loop (``--strategy tpe``: baseline
+    first, a config never measured twice, ``choose()``) with Optuna's RandomSampler for TPE."""
+    original = study_module.make_sampler
+    study_module.make_sampler = lambda options: optuna.samplers.RandomSampler(seed=options.seed)
+    try:
+        yield
+    finally:
+        study_module.make_sampler = original
+
+
+def load_spec(label: str) -> LoadSpec:
+    """'concurrency 2' -> its LoadSpec (the stored table is of a closed loop)."""
+    mode, _, clients = label.partition(" ")
+    if mode != "concurrency" or not clients.isdigit():
+        raise SystemExit(f"the table's load {label!r} is not 'concurrency N'")
+    return LoadSpec("concurrency", int(clients))
+
+
+@dataclass(frozen=True)
+class Study:
+    """One simulated study: what the product answered, and what it measured."""
+
+    restarts: int
+    winners: list[str]  # per load: the answer's winner (the baseline when speculation stays off)
+    measured: list[list[str]]  # per load: the configs measured, in order
+    run_noise: float  # the run-to-run noise the guided search used at the end
+
+
+def run_study(tables: Sequence[Table], strategy: str, repeats: int, budget: int, seed: int,
+              databases: Databases, noise: float = DEFAULT_NOISE, smooth: bool = False) -> Study:
+    """``tuner optimize`` as the CLI runs it (``optimize`` itself), on the stand-in measurement:
+    a fresh database, no warm start, ``--repeats``, ``--trials budget``, ``--noise``, ``--seed``;
+    ``strategy``: guided, grid, tpe, or random (see ``random_sampler``)."""
+    rng = random.Random(seed)
+    path = databases.fresh()
+    url = f"sqlite:///{path}"
+    workload = Workload(path=databases.workload, type="code", requests=(Request(line=1, prompt="stored table"),))
+    loads = [load_spec(t.load) for t in tables]
+    settings = MeasureSettings(load=loads[0], extra_loads=tuple(loads[1:]), repeats=repeats, warmup=0)
+    options = OptimizeSettings(trials=budget, noise=noise, seed=seed, warm_start=False,
+                               strategy="tpe" if strategy == "random" else strategy)
+    engine = open_database(url)
+    storage = optuna_storage(url)
+    try:
+        store = ResultStore(engine)
+        with random_sampler() if strategy == "random" else contextlib.nullcontext():
+            outcome = optimize(MODEL, workload, tables[0].space, settings, store, storage, options, Quiet(),
+                               measure=table_server(tables, rng, smooth))
+        rows = [r for r in store.trials(study_name=outcome.study_name) if r.kind == "study"]
+    finally:
+        storage.remove_session()
+        storage.engine.dispose()
+        engine.dispose()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    winners = [table.key_of_config(outcome.answers[load.label].winner.config) for load, table in zip(loads, tables)]
+    measured = [[table.key_of_config(r.config) for r in rows if r.load == load.label and r.status == "complete"]
+                for load, table in zip(loads, tables)]
+    # What the study loop gave the guided search last (the same expression as in study.py).
+    spread = run_noise([r.tokens_per_s_mad / r.tokens_per_s for r in rows if r.load == loads[0].label
+                        and r.repeats > 1 and r.tokens_per_s and r.tokens_per_s_mad is not None])
+    return Study(outcome.restarts, winners, measured, spread)
+
+
+@dataclass(frozen=True)
+class Figures:
+    restarts_mean: float
+    restarts_max: int
+    within: float  # share of studies whose answer is within WITHIN of the grid's best
+    loose: float  # ... within LOOSE
+    regret: float  # mean
+    found: float  # share of studies that measured a config within WITHIN (whatever the answer)
+    noise: float  # median run noise the guided search used
+
+
+def figures(studies: Sequence[Study], table: Table) -> Figures:
+    truth = {key: table.truth(key) for key in table.runs}
+    best = max(truth.values())
+    regrets = [1 - truth[s.winners[0]] / best for s in studies]
+    found = [1 - max(truth[k] for k in s.measured[0]) / best <= WITHIN for s in studies]
+    return Figures(statistics.mean(s.restarts for s in studies), max(s.restarts for s in studies),
+                   sum(r <= WITHIN for r in regrets) / len(studies), sum(r <= LOOSE for r in regrets) / len(studies),
+                   statistics.mean(regrets), sum(found) / len(studies), statistics.median(s.run_noise for s in studies))
+
+
+HEADER = (f"{'strategy':<22} {'restarts mean':>13} {'max':>5} {'of grid':>8} {'within 2%':>10} "
+          f"{'within 5%':>10} {'mean regret':>12} {'measured within 2%':>19}")
+
+
+def row(name: str, f: Figures, grid_size: int) -> str:
+    return (f"{name:<22} {f.restarts_mean:>13.1f} {f.restarts_max:>5d} {f.restarts_mean / grid_size:>8.0%} "
+            f"{f.within:>10.0%} {f.loose:>10.0%} {f.regret:>12.2%} {f.found:>19.0%}")
+
+
+def quiet_optuna() -> None:
+    """The study loop's Optuna warnings (experimental arguments, heartbeats outside
+    Study.optimize) would be printed once per simulated study."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
 
 
 def simulate(args: argparse.Namespace) -> None:
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    table = Table.load(args.table, args.method, args.max_k)
+    quiet_optuna()
+    table = Table.load_file(args.table, args.method, args.max_k)
     record = json.loads(args.table.read_text())
     grid_size = len(table.runs)
     truth = {key: table.truth(key) for key in table.runs}
@@ -267,39 +446,48 @@ def simulate(args: argparse.Namespace) -> None:
           f"within {WITHIN:.0%} of it: {', '.join(near)}")
     spread = statistics.median(mad(r) / statistics.median(r) for r in table.runs.values())
     print(f"run-to-run noise in the table: median relative MAD {spread:.1%}")
+    databases = Databases()
+    started = time.monotonic()
 
-    def evaluate(name: str, budget: int) -> tuple[float, float, float, float]:
-        rng = random.Random(args.seed)
-        restarts, hits, loose, regrets = [], 0, 0, []
-        for _ in range(args.runs):
-            values = STRATEGIES[name](table, rng, budget)
-            chosen = max(values, key=values.get)
-            regret = 1 - truth[chosen] / best
-            restarts.append(len(values))
-            hits += regret <= WITHIN
-            loose += regret <= LOOSE
-            regrets.append(regret)
-        return (statistics.mean(restarts), max(restarts), hits / args.runs, loose / args.runs,
-                statistics.mean(regrets))
+    def evaluate(name: str, budget: int) -> tuple[Figures, list[Study]]:
+        studies = [run_study([table], name, args.repeats, budget, args.seed * 100_003 + run, databases, args.noise,
+                             args.smooth)
+                   for run in range(args.runs)]
+        return figures(studies, table), studies
 
-    results = {"guided": evaluate("guided", grid_size)}
-    guided_budget = round(results["guided"][1])  # random and TPE get as many restarts as guided's worst
-    quarter = grid_size // 4
-    results["grid"] = evaluate("grid", grid_size)
-    for name in ("random", "tpe"):
-        results[f"{name} (budget {guided_budget})"] = evaluate(name, guided_budget)
-        if quarter != guided_budget:
-            results[f"{name} (budget {quarter})"] = evaluate(name, quarter)
-    print(f"\n{args.runs} simulated studies per strategy, seed {args.seed}")
-    print(f"{'strategy':<22} {'restarts mean':>13} {'max':>5} {'of grid':>8} {'within 2%':>10} "
-          f"{'within 5%':>10} {'mean regret':>12}")
-    for name, (mean_restarts, max_restarts, hit_rate, loose_rate, regret) in results.items():
-        print(f"{name:<22} {mean_restarts:>13.1f} {max_restarts:>5d} {mean_restarts / grid_size:>8.0%} "
-              f"{hit_rate:>10.0%} {loose_rate:>10.0%} {regret:>12.2%}")
+    try:
+        results, runs = {}, {}
+        results["guided"], runs["guided"] = evaluate("guided", grid_size)
+        guided_budget = results["guided"].restarts_max  # random and TPE get as many restarts as guided's worst
+        quarter = grid_size // 4
+        results["grid"], _ = evaluate("grid", grid_size)
+        for name in ("random", "tpe"):
+            results[f"{name} (budget {guided_budget})"], _ = evaluate(name, guided_budget)
+            if quarter != guided_budget:
+                results[f"{name} (budget {quarter})"], _ = evaluate(name, quarter)
+    finally:
+        databases.close()
+    elapsed = time.monotonic() - started
+    studies = args.runs * len(results)
+    print(f"\n{args.runs} simulated studies per strategy (tuner.search.study.optimize on the stored table), "
+          f"--repeats {args.repeats}, --noise {args.noise:g}, seed {args.seed}; "
+          f"{elapsed:.0f} s for {studies} studies ({elapsed / studies:.2f} s each)")
+    print(HEADER)
+    for name, f in results.items():
+        print(row(name, f, grid_size))
+    print(f"(within 2%, within 5%, mean regret: the answer's winner, by choose(); measured within 2%: the study "
+          f"measured a config within 2% of the best, answer or not; the guided search's run noise: median "
+          f"{results['guided'].noise:.2%})")
     g = results["guided"]
-    met = g[2] >= 0.9 and g[0] <= grid_size / 4
+    met = g.within >= 0.9 and g.restarts_mean <= grid_size / 4
     print(f"\ntarget (within 2% in >= 90% of runs, <= a quarter of the grid's {grid_size} restarts): "
-          f"{'met' if met else 'NOT met'} (guided: {g[2]:.0%} of runs, {g[0]:.1f} restarts)")
+          f"{'met' if met else 'NOT met'} (guided: {g.within:.0%} of runs, {g.restarts_mean:.1f} restarts)")
+    if args.verbose:
+        answers = Counter(table.labels[s.winners[0]] for s in runs["guided"])
+        print("guided answers: " + ", ".join(f"{label} {n}" for label, n in answers.most_common()))
+        paths = Counter(" > ".join(table.labels[k] for k in s.measured[0]) for s in runs["guided"])
+        for path, n in paths.most_common(8):
+            print(f"  {n:>4} x {path}")
 
 
 # With --loads: how much dearer a step's speculation gets with the batch (one replay per level).
@@ -307,26 +495,24 @@ LOAD_COST = {"concurrency 1": 0.5, "concurrency 4": 1.0, "concurrency 16": 2.0}
 
 
 def synthetic_world(rng: random.Random, noise: float = 0.01,
-                    load_cost: dict[str, float] | None = None) -> dict[str, Table]:
+                    load_cost: dict[str, float] | None = None) -> list[Table]:
     """The table's space (ngram and two drafts, k = 1..10, 31 configs) in a made-up world, a
     table per load: per drafter, acceptance alpha^(i+1) at position i (alpha 0.4 to 0.92) and
     step time 1 + (a + c * k^b) * load cost (a 0 to 0.6, c 0.03 to 0.35, b 0.5 to 1.5); three
     replays each with ``noise`` relative spread."""
     space = SearchSpace(methods=("ngram", "draft_model"), ks=tuple(range(1, 11)),
                         drafts={"draft_model": ("draft-a", "draft-b")})
-    load_cost = load_cost or {"": 1.0}
+    load_cost = load_cost or {"concurrency 1": 1.0}
     shapes: dict[str, tuple[float, float, float, float]] = {}
-    tables = {load: Table(space, {}, {}, {}) for load in load_cost}
+    tables = [Table(space, load) for load in load_cost]
     for candidate in space.candidates():
-        key, k = key_of(candidate.params), k_of(candidate.params)
+        k = k_of(candidate.params)
         alpha, a, c, b = shapes.setdefault(drafter_of(candidate.params), (
             rng.uniform(0.4, 0.92), rng.uniform(0.0, 0.6), rng.uniform(0.03, 0.35), rng.uniform(0.5, 1.5)))
         profile = [alpha ** (i + 1) for i in range(k)] if k else None
-        for load, table in tables.items():
-            table.profile[key] = profile
-            true = 500.0 * (1 + sum(profile or [])) / (1 + (a + c * k ** b) * load_cost[load] if k else 1)
-            table.runs[key] = [true * (1 + rng.gauss(0, noise)) for _ in range(3)]
-            table.labels[key] = candidate.label
+        for table in tables:
+            true = 500.0 * (1 + sum(profile or [])) / (1 + (a + c * k ** b) * load_cost[table.load] if k else 1)
+            table.add(candidate, [true * (1 + rng.gauss(0, noise)) for _ in range(3)], profile)
     return tables
 
 
@@ -336,49 +522,61 @@ def synthetic_loads(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     worlds = [synthetic_world(rng, load_cost=LOAD_COST) for _ in range(args.worlds)]
     print(f"{args.worlds} made-up worlds of 31 configs measured at {', '.join(LOAD_COST)} (speculation's "
-          f"step cost x {', '.join(f'{c:g}' for c in LOAD_COST.values())}), 1 % noise, seed {args.seed}")
-    print(f"{'guided, the model of':<32} {'restarts mean':>13} {'max':>5} "
+          f"step cost x {', '.join(f'{c:g}' for c in LOAD_COST.values())}), 1 % noise, --repeats {args.repeats}, "
+          f"seed {args.seed}")
+    print(f"{'guided':<32} {'restarts mean':>13} {'max':>5} "
           + " ".join(f"{load + ' within 2%':>24}" for load in LOAD_COST) + f" {'every load':>11}")
-    for per_load in (False, True):
-        restarts, hits = [], {load: 0 for load in LOAD_COST}
-        every = 0
-        for tables in worlds:
-            values = run_guided_loads(tables, rng, per_load)
-            restarts.append(len(values[next(iter(LOAD_COST))]))
-            found = {load: max(tables[load].truth(key) for key in values[load])
-                     >= max(tables[load].truth(key) for key in tables[load].runs) * (1 - WITHIN) for load in LOAD_COST}
-            every += all(found.values())
-            for load in LOAD_COST:
-                hits[load] += found[load]
-        name = "each load and the mean" if per_load else "the geometric mean only"
-        print(f"{name:<32} {statistics.mean(restarts):>13.1f} {max(restarts):>5d} "
-              + " ".join(f"{hits[load] / len(worlds):>24.0%}" for load in LOAD_COST)
-              + f" {every / len(worlds):>11.0%}")
+    databases = Databases()
+    try:
+        studies = [run_study(tables, "guided", args.repeats, 31, args.seed * 100_003 + i, databases, args.noise,
+                             args.smooth)
+                   for i, tables in enumerate(worlds)]
+    finally:
+        databases.close()
+    hits = {load: 0 for load in LOAD_COST}
+    every = 0
+    for tables, study in zip(worlds, studies):
+        found = {t.load: max(t.truth(key) for key in keys) >= max(t.truth(key) for key in t.runs) * (1 - WITHIN)
+                 for t, keys in zip(tables, study.measured)}
+        every += all(found.values())
+        for load in LOAD_COST:
+            hits[load] += found[load]
+    restarts = [s.restarts for s in studies]
+    print(f"{'each load and the mean':<32} {statistics.mean(restarts):>13.1f} {max(restarts):>5d} "
+          + " ".join(f"{hits[load] / len(worlds):>24.0%}" for load in LOAD_COST)
+          + f" {every / len(worlds):>11.0%}")
 
 
 def synthetic(args: argparse.Namespace) -> None:
     """One study per strategy in each of ``--worlds`` made-up worlds."""
+    quiet_optuna()
     if args.loads:
         return synthetic_loads(args)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     rng = random.Random(args.seed)
-    worlds = [synthetic_world(rng)[""] for _ in range(args.worlds)]
+    worlds = [synthetic_world(rng)[0] for _ in range(args.worlds)]
     grid_size = len(worlds[0].runs)
     budget = grid_size // 4
     print(f"{args.worlds} made-up worlds of {grid_size} configs (ngram and two drafts, k = 1..10), "
-          f"1 % noise, seed {args.seed}; random and TPE get a quarter of the grid's restarts ({budget})")
-    print(f"{'strategy':<22} {'restarts mean':>13} {'max':>5} {'of grid':>8} {'within 2%':>10} "
-          f"{'within 5%':>10} {'mean regret':>12}")
-    for name in ("guided", "grid", "random", "tpe"):
-        restarts, regrets = [], []
-        for table in worlds:
-            values = STRATEGIES[name](table, rng, grid_size if name in ("guided", "grid") else budget)
-            truth = {key: table.truth(key) for key in table.runs}
-            restarts.append(len(values))
-            regrets.append(1 - truth[max(values, key=values.get)] / max(truth.values()))
-        print(f"{name:<22} {statistics.mean(restarts):>13.1f} {max(restarts):>5d} "
-              f"{statistics.mean(restarts) / grid_size:>8.0%} {sum(r <= WITHIN for r in regrets) / len(worlds):>10.0%} "
-              f"{sum(r <= LOOSE for r in regrets) / len(worlds):>10.0%} {statistics.mean(regrets):>12.2%}")
+          f"1 % noise, --repeats {args.repeats}, --noise {args.noise:g}, seed {args.seed}; random and TPE get "
+          f"a quarter of the grid's restarts ({budget})")
+    print(HEADER)
+    databases = Databases()
+    try:
+        for name in ("guided", "grid", "random", "tpe"):
+            studies = []
+            for i, table in enumerate(worlds):
+                restarts = grid_size if name in ("guided", "grid") else budget
+                studies.append(run_study([table], name, args.repeats, restarts, args.seed * 100_003 + i, databases,
+                                         args.noise, args.smooth))
+            # Each world has its own best: the figures per world, then their mean.
+            per_world = [figures([s], t) for s, t in zip(studies, worlds)]
+            f = Figures(statistics.mean(s.restarts for s in studies), max(s.restarts for s in studies),
+                        statistics.mean(p.within for p in per_world), statistics.mean(p.loose for p in per_world),
+                        statistics.mean(p.regret for p in per_world), statistics.mean(p.found for p in per_world),
+                        statistics.median(s.run_noise for s in studies))
+            print(row(name, f, grid_size))
+    finally:
+        databases.close()
 
 
 def main() -> None:
@@ -395,15 +593,21 @@ def main() -> None:
                    help="the one core the tuner and vLLM run on (default: the last); -1: leave it to the scheduler")
     s = sub.add_parser("simulate", help="run the strategies against the stored table")
     s.add_argument("--table", type=Path, default=TABLE)
-    s.add_argument("--runs", type=int, default=200)
+    s.add_argument("--runs", type=int, default=RUNS)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--method", action="append", help="simulate on this method's configs only (repeatable)")
     s.add_argument("--max-k", type=int, help="simulate on the configs with k <= this only")
+    s.add_argument("--verbose", action="store_true", help="also the guided search's answers and trial orders")
     w = sub.add_parser("synthetic", help="run the strategies in made-up worlds, one study per world")
-    w.add_argument("--worlds", type=int, default=200)
+    w.add_argument("--worlds", type=int, default=WORLDS)
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--loads", action="store_true",
                    help="a study at three loads: does it measure each load's best k (for the schedule)?")
+    for p in (s, w):
+        p.add_argument("--repeats", type=int, default=1, help="replays per trial, as tuner optimize --repeats")
+        p.add_argument("--noise", type=float, default=DEFAULT_NOISE, help="as tuner optimize --noise")
+        p.add_argument("--smooth", action="store_true",
+                       help="jitter each drawn replay by the stored spread (a smoothed bootstrap; see draw_replay)")
     args = parser.parse_args()
     if args.command == "measure" and args.cpu == -1:
         args.cpu = None

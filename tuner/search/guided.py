@@ -10,7 +10,17 @@ Order of trials:
 4. stop when no unmeasured config can plausibly beat the best by more than the noise: its
    predicted tokens/s plus ``z`` standard deviations stays below best * (1 + noise). ``noise``
    is the run-to-run spread measured by the repeats. The winner is always a measured config,
-   so a predicted winner is confirmed by measurement before it is named.
+   so a predicted winner is confirmed by measurement before it is named;
+5. a trial measured above its prediction by more than ``z`` standard deviations of the
+   prediction and the noise together (``predict.prediction_miss``) shows that the model's shape
+   is wrong for its drafter: every later prediction of that drafter gets the miss (how far beyond
+   that stated uncertainty it fell, relative; the largest of the drafter's) as extra spread
+   (``Prediction.widened``), so that the search measures more of it rather than stopping on a
+   wrong model. Only a miss above counts: stopping too early needs a model that predicts too
+   little, while one that predicted too much made the search measure, and the trial corrects it
+   where it stood. (Counting misses below too took 2 restarts more per study on the stored
+   table, 6.0 to 8.0, and found nothing more: all of them on ngram's first prediction, which the
+   line from (0, a) makes high on purpose.)
 
 With two or more loads, 3 and 4 hold for the geometric mean over the loads and for each load
 on its own (a model per load: the step time grows with the batch), so the best k of every
@@ -24,7 +34,7 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
-from tuner.search.predict import Observation, Prediction, StepCostModel
+from tuner.search.predict import Observation, Prediction, StepCostModel, prediction_miss
 from tuner.search.space import BASELINE, FIXED_K, Candidate
 
 DEFAULT_Z = 1.28  # "plausibly": a one-sided 90 % bound
@@ -54,15 +64,34 @@ class Proposal:
 
 
 def observation(params: dict, tokens_per_s: float, per_position: Sequence[float] | None,
-                feasible: bool = True, by_load: dict[str, float] | None = None) -> Observation:
+                feasible: bool = True, by_load: dict[str, float] | None = None,
+                predicted: tuple[float | None, float | None] | None = None) -> Observation:
+    """``predicted``: (tokens/s, sigma) the trial was proposed on (the trial's user attributes
+    predicted_tokens_per_s, predicted_sigma), for ``GuidedSearch.misses``."""
+    value, sigma = predicted or (None, None)
     return Observation(drafter_of(params), k_of(params), tokens_per_s,
                        tuple(per_position) if per_position is not None else None, feasible,
-                       tuple(sorted((by_load or {}).items())))
+                       tuple(sorted((by_load or {}).items())), value, sigma if value is not None else None)
 
 
-def run_noise(spreads: Sequence[float]) -> float:
+# The median of the scaled MAD of n normal values over their standard deviation: the MAD of a
+# few repeats is small, most of all at n = 3, where it is the smaller distance of the outer two
+# to the middle one (400 000 samples of each n).
+MAD_MEDIAN_RATIO = {2: 0.707, 3: 0.534, 4: 0.672, 5: 0.747, 6: 0.791, 7: 0.827, 8: 0.849, 9: 0.869,
+                    10: 0.881, 11: 0.893, 12: 0.904}
+
+
+def mad_median_ratio(n: int) -> float:
+    return MAD_MEDIAN_RATIO.get(n, 1.0 - 1.15 / n) if n >= 2 else 1.0
+
+
+def run_noise(spreads: Sequence[float], repeats: Sequence[int] | None = None) -> float:
     """The run-to-run spread of tokens/s: the median of the trials' relative MADs (MAD / median,
-    from their repeats); ``DEFAULT_RUN_NOISE`` before any trial has repeats."""
+    from their repeats); ``DEFAULT_RUN_NOISE`` before any trial has repeats. ``repeats``: each
+    trial's number of repeats, to undo the MAD's shortfall at that n (``MAD_MEDIAN_RATIO``:
+    the median over trials of 3 repeats' MAD is 0.53 standard deviations)."""
+    if repeats is not None:
+        spreads = [s / mad_median_ratio(n) for s, n in zip(spreads, repeats, strict=True)]
     ordered = sorted(spreads)
     return ordered[len(ordered) // 2] if ordered else DEFAULT_RUN_NOISE
 
@@ -84,15 +113,38 @@ def _expected_gain(p: Prediction, bar: float) -> float:
 class GuidedSearch:
     """``prior``: observations of an earlier study (warm start), tokens/s relative to its
     baseline; they stand in for the first trial of their drafters and are scaled by this study's
-    baseline. ``first``: configs measured right after the baseline (the previous winner)."""
+    baseline. ``first``: configs measured right after the baseline (the previous winner).
+    ``widen``: False turns step 5 (widening a drafter's uncertainty after a miss) off."""
 
     def __init__(self, candidates: Sequence[Candidate], noise: float, z: float = DEFAULT_Z,
-                 prior: Sequence[Observation] = (), first: Sequence[Candidate] = ()):
+                 prior: Sequence[Observation] = (), first: Sequence[Candidate] = (), widen: bool = True):
         self.candidates = list(candidates)
         self.noise = noise
         self.z = z
         self.prior = list(prior)
         self.first = list(first)
+        self.widen = widen
+        # The predictions this search proposed on, for observations that do not carry theirs.
+        self.proposed: dict[str, Prediction] = {}
+
+    def misses(self, measured: dict[str, Observation | None]) -> dict[str, float]:
+        """Drafter -> the largest miss of its trials measured above the stated uncertainty of
+        the prediction they were proposed on: how far beyond it, relative to the prediction
+        (``predict.prediction_miss``)."""
+        found: dict[str, float] = {}
+        for key, o in measured.items():
+            if o is None:
+                continue
+            if o.predicted is not None:
+                value, sigma = o.predicted, o.predicted_sigma or 0.0
+            elif key in self.proposed:
+                value, sigma = self.proposed[key].tokens_per_s, self.proposed[key].sigma
+            else:
+                continue
+            miss = prediction_miss(o.tokens_per_s, value, sigma, self.noise, self.z)
+            if miss is not None and miss > 0:
+                found[o.drafter] = max(miss, found.get(o.drafter, 0.0))
+        return found
 
     def propose(self, measured: dict[str, Observation | None],
                 pending: Collection[str] = ()) -> Proposal | None:
@@ -128,11 +180,18 @@ class GuidedSearch:
         scaled = [replace(o, tokens_per_s=o.tokens_per_s * base) for o in self.prior]
         views = [("", StepCostModel(observed + scaled), observed)]
         views += [(f" at {load}", StepCostModel(at_load), at_load) for load, at_load in _by_load(observed).items()]
+        missed = self.misses(measured) if self.widen else {}
+
+        def predict(model: StepCostModel, candidate: Candidate) -> Prediction | None:
+            drafter = drafter_of(candidate.params)
+            p = model.predict(drafter, k_of(candidate.params))
+            return p.widened(missed[drafter]) if p is not None and drafter in missed else p
+
         scored = []
         for name, model, seen in views:
             bar = max((o.tokens_per_s for o in seen if o.feasible), default=0.0) * (1 + self.noise)
             for candidate in todo:
-                p = model.predict(drafter_of(candidate.params), k_of(candidate.params))
+                p = predict(model, candidate)
                 if p is None or p.upper(self.z) <= bar:  # beyond its drafter's trials, or implausible
                     continue
                 gain = _expected_gain(p, bar)
@@ -142,11 +201,16 @@ class GuidedSearch:
             return None
         _, _, candidate, p, gain, bar, name = max(scored, key=lambda s: s[:2])
         chance = _phi((p.tokens_per_s - bar) / max(p.sigma, 1e-9))
-        overall = views[0][1].predict(drafter_of(candidate.params), k_of(candidate.params))
+        overall = predict(views[0][1], candidate)
+        if overall is not None:
+            self.proposed[key_of(candidate.params)] = overall
+        miss = missed.get(drafter_of(candidate.params))
         return Proposal(candidate, overall,
                         f"expected gain {gain:.0f} tok/s{name}; {chance:.0%} likely to beat the best "
                         f"measured{name} ({bar / (1 + self.noise):.0f} tok/s) by more than the noise "
-                        f"({self.noise:.1%})")
+                        f"({self.noise:.1%})" + (f"; uncertainty widened by {miss:.1%}: a trial of this drafter "
+                                                 f"measured that much above its prediction's stated "
+                                                 f"uncertainty" if miss else ""))
 
 
 def _by_load(observed: Sequence[Observation]) -> dict[str, list[Observation]]:

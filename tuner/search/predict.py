@@ -10,12 +10,18 @@ Two facts carry the prediction (``../shared/notes/formulas.md``):
 
 So tokens/s(k) = baseline tokens/s * tau(k) / t(k). The uncertainty is the interpolation's own
 (the run-to-run noise is handled by the search's margin).
+
+The uncertainty is only as good as the model's shape. A trial that lands outside its prediction
+(``prediction_miss``: farther than z standard deviations of the prediction and of the run-to-run
+noise together) shows the shape is wrong for its drafter; the guided search then adds the miss to
+the uncertainty of that drafter's later predictions (``Prediction.widened``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -37,6 +43,10 @@ class Observation:
     per_position: tuple[float, ...] | None = None  # p_0..p_{k-1}, unconditional
     feasible: bool = True  # met the latency targets; an infeasible config cannot be "the best"
     by_load: tuple[tuple[str, float], ...] = ()  # (load, tokens/s) when one trial ran several
+    # What the search predicted for this trial when it proposed it (None: no prediction, as for
+    # the baseline and a drafter's first trial), in tokens/s, and its one standard deviation.
+    predicted: float | None = None
+    predicted_sigma: float | None = None
 
     def acceptance_length(self, k: int) -> float | None:
         """tau(k) from this run, for k up to the run's own k."""
@@ -53,6 +63,30 @@ class Prediction:
 
     def upper(self, z: float) -> float:
         return self.tokens_per_s + z * self.sigma
+
+    def widened(self, spread: float) -> Prediction:
+        """With ``spread`` (relative to the prediction) added to its uncertainty, as independent
+        errors add: what a drafter's earlier miss says about the model's shape there."""
+        if spread <= 0:
+            return self
+        return replace(self, sigma=math.hypot(self.sigma, spread * self.tokens_per_s))
+
+
+def prediction_miss(measured: float, predicted: float, sigma: float, noise: float, z: float) -> float | None:
+    """How far a trial fell outside its prediction's stated uncertainty, relative to the
+    prediction: (|measured - predicted| - allowed) / predicted, signed like measured - predicted
+    (> 0: it measured more than predicted); None inside it. ``allowed`` is ``z`` standard
+    deviations of the prediction's own uncertainty (``sigma``, tokens/s) and of the run-to-run
+    noise (``noise``, relative) together: the z the search calls "plausible" by, so a miss is a
+    figure the model had called implausible. (At one standard deviation a right model would miss
+    one trial in three.)"""
+    if not predicted or predicted <= 0:
+        return None
+    allowed = z * math.hypot(sigma or 0.0, noise * predicted)
+    error = measured - predicted
+    if abs(error) <= allowed:
+        return None
+    return math.copysign(abs(error) - allowed, error) / predicted
 
 
 class StepCostModel:

@@ -140,7 +140,8 @@ def _measured(study: optuna.Study) -> dict[str, Observation | None]:
         tps = t.user_attrs.get("tokens_per_s_geomean", t.user_attrs.get("tokens_per_s_median"))
         measured[key_of(t.params)] = (
             observation(t.params, tps, t.user_attrs.get("per_position"), t.user_attrs.get("feasible", True),
-                        t.user_attrs.get("tokens_per_s_by_load"))
+                        t.user_attrs.get("tokens_per_s_by_load"),
+                        (t.user_attrs.get("predicted_tokens_per_s"), t.user_attrs.get("predicted_sigma")))
             if t.state == TrialState.COMPLETE and tps else None)
     return measured
 
@@ -253,9 +254,10 @@ def optimize(
             done = len(measured) + len(pending) >= budget
             if not done and not has_waiting(study):
                 if guided is not None:
-                    guided.noise = run_noise([r.tokens_per_s_mad / r.tokens_per_s
-                                              for r in store.trials(study_name=name)
-                                              if r.repeats > 1 and r.tokens_per_s and r.tokens_per_s_mad is not None])
+                    spread = [r for r in store.trials(study_name=name)
+                              if r.repeats > 1 and r.tokens_per_s and r.tokens_per_s_mad is not None]
+                    guided.noise = run_noise([r.tokens_per_s_mad / r.tokens_per_s for r in spread],
+                                             [r.repeats for r in spread])
                     proposal = guided.propose(measured, pending)
                     if proposal is None:
                         done = True
