@@ -11,7 +11,7 @@ from tuner.replay import Percentiles, RequestResult
 from tuner.search import Answer
 from tuner.search.output_check import divergence_text
 from tuner.search.schedule import schedule_beats_single
-from tuner.search.verdict import Verdict, prediction_error as prediction_figures
+from tuner.search.verdict import Verdict, objective_by_trial, prediction_error as prediction_figures
 from tuner.stats import geometric_mean
 from tuner.store import TrialRow
 from tuner.trial import Measurement
@@ -176,15 +176,6 @@ def predicted_cell(r: TrialRow, measured: float | None) -> str:
     if measured:
         cell += f" ({r.predicted_tokens_per_s / measured - 1:+.0%})"
     return cell
-
-
-def objective_by_trial(rows: list[TrialRow]) -> dict[int, float]:
-    """Trial number -> geometric mean of its tokens/s over the loads (the figure itself for one)."""
-    figures: dict[int, list[float]] = {}
-    for r in rows:
-        if r.kind == "study" and r.status == "complete" and r.tokens_per_s:
-            figures.setdefault(r.optuna_trial_number, []).append(r.tokens_per_s)
-    return {n: geometric_mean(v) for n, v in figures.items()}
 
 
 def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None,

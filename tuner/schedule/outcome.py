@@ -17,22 +17,16 @@ class Outcome:
     detail: str
 
 
-def recommended(v: Verdict) -> str:
-    if v.kind == NONE:
-        return "no configuration meets the targets"
-    return "speculation off" if v.keep_speculation_off else v.label
-
-
 def compare(previous: Verdict | None, new: Verdict, noise: float) -> Outcome:
     """Regressed when what is recommended is slower relative to its baseline by more than
     ``noise``; new best when something else is recommended; else unchanged. A study whose
     targets nothing met has no winner to compare."""
     if new.kind == NONE:
         return Outcome("no winner", new.headline)
-    now = f"{recommended(new)}: {new.effective_speedup:.2f}x"
+    now = f"{new.recommended}: {new.effective_speedup:.2f}x"
     if previous is None:
         return Outcome("first", f"{now} (no earlier study of this model, workload type and load)")
-    before = f"{recommended(previous)}: {previous.effective_speedup:.2f}x in {previous.study_name}"
+    before = f"{previous.recommended}: {previous.effective_speedup:.2f}x in {previous.study_name}"
     if new.effective_speedup < previous.effective_speedup * (1 - noise):
         return Outcome("regressed", f"{now}, below {before} by more than the noise ({noise:.0%})")
     if (new.kind, new.deployed) != (previous.kind, previous.deployed):

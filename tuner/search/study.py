@@ -309,7 +309,7 @@ def optimize(
     finally:
         store.finish_run(run_id, status, vllm_version)
     rows = store.trials(study_name=name)
-    verdict = study_verdict(rows, StudyRules.from_stored(store.study_rules().get(name)), options.noise)
+    verdict = study_verdict(rows, StudyRules.from_stored(store.study_runs(name)[-1]), options.noise)
     answers = {load.label: verdict.answers[load.label] for load in settings.loads}
     return StudyOutcome(name, answers, single, schedule, schedule_rows, restarts, verdict)
 

@@ -77,6 +77,13 @@ class Verdict:
         return self.kind == OFF
 
     @property
+    def recommended(self) -> str:
+        """What the user is told to run, in a few words."""
+        if self.kind == NONE:
+            return "no configuration meets the targets"
+        return "speculation off" if self.keep_speculation_off else self.label
+
+    @property
     def effective_speedup(self) -> float:
         """Of what is recommended: 1.0 when speculation stays off, 0 when nothing is."""
         if self.kind == NONE:
@@ -150,8 +157,8 @@ def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
         shown = list({r.load: r for r in measured}.values())
         v = verdict(SCHEDULE, record["config"], measured[-1].label if measured else "k by batch size",
                     shown, "")
-        return _with_headline(v, f"{v.label}: {v.speedup or 0:.2f}x the baseline's output tokens/s "
-                                 f"(geometric mean over {label_all}), faster than the best single config")
+        return replace(v, headline=f"{v.label}: {v.speedup or 0:.2f}x the baseline's output tokens/s "
+                                   f"(geometric mean over {label_all}), faster than the best single config")
     single = best_single(study_rows, loads, rules.slos, rules.max_output_change)
     if single is None or single[0].config is None:
         best = [r for r in single or [] if r.config is not None]
@@ -159,18 +166,15 @@ def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
                        f"fastest single config over {label_all}")
     v = verdict(CONFIG, single[0].config, single[0].label, single, "")
     if (v.speedup or 0) <= 1 + noise:
-        return _with_headline(replace(v, kind=OFF, deployed=None, label="speculation off"), f"keep speculation off: the best single config, "
-                              f"{v.label}, gives {v.speedup or 0:.2f}x the baseline's tokens/s over "
-                              f"{label_all}, within the noise ({noise:.0%})")
+        return replace(v, kind=OFF, deployed=None, label="speculation off",
+                       headline=f"keep speculation off: the best single config, {v.label}, gives "
+                                f"{v.speedup or 0:.2f}x the baseline's tokens/s over {label_all}, "
+                                f"within the noise ({noise:.0%})")
     why = ""
     if record.get("config") and record.get("beats_best_single") is False:
         why = "; the k-by-batch-size schedule measured slower"
-    return _with_headline(v, f"{v.label}: {v.speedup:.2f}x the baseline's output tokens/s "
-                             f"(geometric mean over {label_all}){why}")
-
-
-def _with_headline(v: Verdict, headline: str) -> Verdict:
-    return replace(v, headline=headline)
+    return replace(v, headline=f"{v.label}: {v.speedup:.2f}x the baseline's output tokens/s "
+                               f"(geometric mean over {label_all}){why}")
 
 
 def verdicts(trials: Sequence[TrialRow], rules: dict[str, dict[str, Any]],
@@ -208,14 +212,19 @@ def best_from_store(store, model: str | None = None, workload_type: str | None =
                                   store.study_rules(), noise))
 
 
-def prediction_error(rows: Sequence[TrialRow]) -> tuple[int, float, float] | None:
-    """How far the step-cost model was off on the trials it predicted: (trials, mean absolute
-    relative error, worst), against the trial's objective (the geometric mean over its loads)."""
+def objective_by_trial(rows: Sequence[TrialRow]) -> dict[int, float]:
+    """Trial number -> geometric mean of its tokens/s over the loads (the figure itself for one)."""
     figures: dict[int, list[float]] = {}
     for r in rows:
         if r.kind == "study" and r.status == "complete" and r.tokens_per_s:
             figures.setdefault(r.optuna_trial_number, []).append(r.tokens_per_s)
-    objective = {n: geometric_mean(v) for n, v in figures.items()}
+    return {n: geometric_mean(v) for n, v in figures.items()}
+
+
+def prediction_error(rows: Sequence[TrialRow]) -> tuple[int, float, float] | None:
+    """How far the step-cost model was off on the trials it predicted: (trials, mean absolute
+    relative error, worst), against the trial's objective (the geometric mean over its loads)."""
+    objective = objective_by_trial(rows)
     predicted = {r.optuna_trial_number: r.predicted_tokens_per_s for r in rows
                  if r.predicted_tokens_per_s and r.optuna_trial_number in objective}
     errors = [abs(p / objective[n] - 1) for n, p in predicted.items()]

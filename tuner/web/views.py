@@ -17,7 +17,7 @@ from tuner.errors import UsageError
 from tuner.report import verdict_dict
 from tuner.search.answer import Answer, trial_k
 from tuner.search.slo import pareto_front
-from tuner.search.verdict import NONE, StudyRules, Verdict, best_verdicts, verdicts
+from tuner.search.verdict import StudyRules, Verdict, best_verdicts, verdicts
 from tuner.schedule.views import schedule_views
 from tuner.store import JobStore, ResultStore, TrialRow
 from tuner.web.charts import Point, Rule, Series, xy_chart
@@ -52,16 +52,10 @@ def study_verdicts(store: ResultStore, trials: Sequence[TrialRow]) -> list[tuple
     return sorted(found, key=lambda a: a[1].timestamp() if a[1] else 0.0)
 
 
-def winner_label(v: Verdict) -> str:
-    if v.kind == NONE:
-        return "no configuration meets the targets"
-    return "speculation off" if v.keep_speculation_off else v.label
-
-
 def answer_view(verdict: Verdict, history: list[tuple[Verdict, datetime | None]]) -> dict[str, Any]:
     view = verdict_dict(verdict)
     view["speedup_error"] = speedup_error(next(iter(verdict.answers.values()))) if len(verdict.answers) == 1 else None
-    view["winner_label"] = winner_label(verdict)
+    view["winner_label"] = verdict.recommended
     view["last_tuned"] = _time(history[-1][1]) if history else None
     # Did the newest study name another winner than the one before it (a nightly re-tune)?
     if len(history) >= 2:
@@ -115,7 +109,7 @@ def model_page(store: ResultStore, model: str, workload_type: str) -> dict[str, 
     }
     view["schedule"] = runs[-1]["schedule"] if runs else None
     view["history"] = [{"study": a.study_name, "load": a.load, "finished": _time(when),
-                        "winner": winner_label(a), "speedup": a.speedup} for a, when in history]
+                        "winner": a.recommended, "speedup": a.speedup} for a, when in history]
     view["studies"] = sorted({t.study_name for t in trials})
     return view
 
@@ -154,7 +148,7 @@ def pareto_chart(trials: Sequence[TrialRow], slos: Sequence[Any]) -> str:
 
 
 def history_chart(history: Sequence[tuple[Verdict, datetime | None]]) -> str:
-    points = [Point(i + 1, a.speedup or 1.0, 0.0, f"{_time(when)}: {winner_label(a)}")
+    points = [Point(i + 1, a.speedup or 1.0, 0.0, f"{_time(when)}: {a.recommended}")
               for i, (a, when) in enumerate(history)]
     return xy_chart("chart-history", [Series("best speedup", points)], "study (oldest first)",
                     "speedup over baseline", [Rule("1x", 1.0)])
