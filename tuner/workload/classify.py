@@ -72,15 +72,26 @@ _LANGS = (r"(?:English|French|German|Spanish|Italian|Portuguese|Dutch|Russian|Ch
           r"|Japanese|Korean|Arabic|Hindi|Turkish|Polish|Swedish|Greek)")
 
 
+# A long text is mostly material (an article, documents); its instruction sits at its start or
+# its end, so phrase cues are read there only. Code and LaTeX structure counts anywhere.
+LONG = 1200
+ENDS = 600
+# "Documents, then a question": at least this much material before a short closing question.
+MATERIAL = 1000
+QUESTION = 300
+WORD_PROBLEM = 1000  # a word problem is short; longer numeric texts are material
+
+
 @dataclass(frozen=True)
 class Cue:
     kind: str
     weight: int
     pattern: re.Pattern[str]
+    anywhere: bool = False  # also matched in the middle of a long text
 
 
-def _cues(kind: str, weight: int, flags: int, *patterns: str) -> list[Cue]:
-    return [Cue(kind, weight, re.compile(p, flags)) for p in patterns]
+def _cues(kind: str, weight: int, flags: int, *patterns: str, anywhere: bool = False) -> list[Cue]:
+    return [Cue(kind, weight, re.compile(p, flags), anywhere) for p in patterns]
 
 
 CUES: tuple[Cue, ...] = tuple(
@@ -108,14 +119,15 @@ CUES: tuple[Cue, ...] = tuple(
     + _cues("translation", WEAK, _I,
             r"\btranslat(?:e|es|ed|ing)\b", r"\btranslation\b", r"\btranslator\b",
             rf"\bto {_LANGS}\b")
-    + _cues("code", STRONG, 0, r"```")
+    + _cues("code", STRONG, 0, r"```", anywhere=True)
     + _cues("code", STRONG, _M,  # case-sensitive: keywords, not English words
             r"^\s*(?:def|class|import|package|fn|func|public|private) \S",
             r"^\s*from \S+ import\b", r"^\s*#include\b",
-            r"^\s*(?:for|while|if|elif|else|try|except|with)\b[^\n]*:\s*$")
+            r"^\s*(?:for|while|if|elif|else|try|except|with)\b[^\n]*:\s*$", anywhere=True)
     + _cues("code", STRONG, _I,
-            r"\bwrite (?:a|an|the|me a|me an) (?:[\w-]+ ){0,3}?(?:function|program|script|query"
-            r"|class|method|regex|unit tests?)\b")
+            r"\b(?:write|implement|develop|create|build|code) (?:a|an|the|me a|me an) "
+            r"(?:[\w+#-]+ ){0,3}?(?:function|program|script|query|class|method|regex|unit tests?"
+            r"|algorithm|website|web page|api|endpoint|command-line tool)\b")
     + _cues("code", WEAK, 0, r"\bSELECT ")
     + _cues("code", WEAK, _I,
             r"\bfunctions?\b", r"\breturn ", r"\bbugs?\b", r"\bcompiler?\b", r"\bstack trace\b",
@@ -124,7 +136,7 @@ CUES: tuple[Cue, ...] = tuple(
             r"\b(?:python|javascript|typescript|java|rust|golang|ruby|php|kotlin|swift|sql|bash"
             r"|html|css)\b",
             r"(?<!\w)(?:c\+\+|c#)(?!\w)")
-    + _cues("math", STRONG, 0, r"\\(?:frac|sqrt|int|sum|cdot|times|begin\{)")
+    + _cues("math", STRONG, 0, r"\\(?:frac|sqrt|int|sum|cdot|times|begin\{)", anywhere=True)
     + _cues("math", STRONG, _I,
             r"^\s*(?:solve|calculate|compute|prove|evaluate)\b", r"\bsolve for\b",
             r"\d\s*(?:[+*×÷^=]|\*\*)\s*\(?-?\d")
@@ -150,12 +162,40 @@ def _texts(request: Request) -> tuple[str, str]:
     return system, last
 
 
+_NUMBER = re.compile(r"(?<![\w.])\$?\d[\d,]*(?:\.\d+)?%?")
+_QUANTITY = re.compile(
+    r"\bhow (?:many|much|long|far|old|fast|often)\b|\bwhat percent"
+    r"|\bwhat (?:is|was|are|were|will be) (?:the|their|his|her|its) (?:total|sum|difference|cost"
+    r"|price|value|area|volume|percentage|average|number|amount|profit|speed|distance)\b", _I)
+_ASKS = re.compile(r"^(?:who|whom|whose|what|when|where|which|why|how|is|are|was|were|does|do|did"
+                   r"|can|could|should|will|would|has|have|had)\b", _I)
+
+
+def _closing_question(text: str) -> bool:
+    """Whether the text ends with a short question after a lot of material (documents)."""
+    body, _, last = text.rstrip().rpartition("\n")
+    last = last.strip()
+    asks = last.endswith("?") or _ASKS.match(last) is not None
+    return asks and len(last) <= QUESTION and len(body.strip()) >= MATERIAL
+
+
+def _structure(text: str, scores: dict[str, int], factor: int) -> None:
+    """Cues of a text's shape rather than its words: documents then a question; a word problem."""
+    if _closing_question(text):
+        scores["rag"] += STRONG * factor
+    elif (len(text) < WORD_PROBLEM and len(set(_NUMBER.findall(text))) >= 2
+          and _QUANTITY.search(text)):
+        scores["math"] += STRONG * factor
+
+
 def _score(text: str, factor: int, scores: dict[str, int]) -> None:
     if not text:
         return
+    ends = text if len(text) <= LONG else f"{text[:ENDS]}\n{text[-ENDS:]}"
     for cue in CUES:
-        if cue.pattern.search(text):
+        if cue.pattern.search(text if cue.anywhere else ends):
             scores[cue.kind] += cue.weight * factor
+    _structure(text, scores, factor)
 
 
 def scores(request: Request) -> dict[str, int]:
