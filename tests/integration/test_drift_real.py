@@ -1,6 +1,8 @@
 """Drift from live metrics: a REAL Prometheus (Debian's package, `make prometheus`) scrapes a
 REAL vLLM server that serves the tuned model name with a worse draft than the one tuned; the
-`tuner serve` drift check must see the lower acceptance and queue a re-tune, recording why."""
+`tuner serve` drift check must see the lower acceptance and queue a re-tune, recording why.
+The per-type query is checked on the same Prometheus against exporters of vLLM's counters
+(prometheus_client, as vLLM itself), whose scrape targets carry a workload_type label."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
@@ -20,8 +23,9 @@ import pytest
 
 from tuner.engine import ServerOptions, SpecConfig
 from tuner.engine.server import VllmServer, free_port, port_is_free
-from tuner.schedule.drift import PrometheusSource, reference
-from tuner.store import JobStore, ResultStore, open_database
+from tuner.schedule.drift import (ACCEPTED, DRAFT_TOKENS, DRAFTS, DriftWatch, PrometheusSource, Reference,
+                                  reference)
+from tuner.store import JobStore, ResultStore, ScheduleRow, open_database
 
 from .serve_process import ServeProcess, small_workload, wait_for
 from .test_optimize_real import ENV, ROOT, SERVER_ARGS
@@ -58,9 +62,12 @@ def prometheus(tmp_path) -> Iterator[tuple[str, Path]]:
         process.wait(30)
 
 
-def scrape(prometheus_url: str, config: Path, target: str) -> None:
-    config.write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n"
-                      f"  - job_name: vllm\n    static_configs: [{{targets: ['{target}']}}]\n")
+def scrape(prometheus_url: str, config: Path, target: str, **more: tuple[str, dict[str, str]]) -> None:
+    """Scrape ``target`` (job vllm), and each job of ``more``: name=(target, its target labels)."""
+    jobs = {"vllm": (target, {}), **more}
+    config.write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n" + "".join(
+        f"  - job_name: {name}\n    static_configs: [{{targets: ['{where}'], labels: {json.dumps(labels)}}}]\n"
+        for name, (where, labels) in jobs.items()))
     assert httpx.post(prometheus_url + "/-/reload", timeout=30).status_code == 200
 
 
@@ -148,3 +155,69 @@ def test_lower_live_acceptance_triggers_a_retune(tmp_path, tiny_models, promethe
     assert f"re-tune queued as job {retune.id}" in event.note
     # The re-tune started at once and was stopped with the service: it resumes on the next start.
     assert retune.status in ("interrupted", "queued")
+
+
+def counters(model_name: str, accepted_per_draft: float, stop: threading.Event) -> str:
+    """An exporter of vLLM's spec-decode counters (k = 3) on a free port, counting up while
+    ``stop`` is unset; returns its host:port. Text format, as vLLM's /metrics answers
+    (prometheus_client's own server would offer OpenMetrics, which escapes the colons)."""
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+
+    registry = CollectorRegistry()
+    made = {name: Counter(name.removesuffix("_total"), "vLLM's", ["engine", "model_name"], registry=registry)
+            .labels(engine="0", model_name=model_name) for name in (DRAFTS, DRAFT_TOKENS, ACCEPTED)}
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
+        return [generate_latest(registry)]
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    server = make_server("127.0.0.1", 0, app, handler_class=Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def count() -> None:
+        while not stop.wait(0.1):
+            made[DRAFTS].inc()
+            made[DRAFT_TOKENS].inc(3)
+            made[ACCEPTED].inc(accepted_per_draft)
+        server.shutdown()
+
+    threading.Thread(target=count, daemon=True).start()
+    return f"127.0.0.1:{server.server_port}"
+
+
+def test_live_acceptance_is_read_per_workload_type(prometheus):
+    """Code and chat behind one served model name, their targets labelled by type; a third
+    target without the label. Each type is compared with its own reference."""
+    prometheus_url, prometheus_config = prometheus
+    stop = threading.Event()
+    try:
+        code, chat, plain = (counters("llama", 2.4, stop), counters("llama", 1.2, stop),
+                             counters("other", 1.5, stop))
+        scrape(prometheus_url, prometheus_config, plain, code=(code, {"workload_type": "code"}),
+               chat=(chat, {"workload_type": "chat"}))
+        source = PrometheusSource(prometheus_url, 10)
+        live = wait_for("live figures of three series", lambda: (
+            seen if len((seen := source.read()).get("llama", {})) == 2 and "other" in seen else None), 30)
+    finally:
+        stop.set()
+    assert set(live["other"]) == {""}
+    for workload_type, rate, length in (("code", 0.8, 3.4), ("chat", 0.4, 2.2)):
+        assert live["llama"][workload_type].rate == pytest.approx(rate, rel=0.05)
+        assert live["llama"][workload_type].length == pytest.approx(length, rel=0.05)
+
+    def ref(id: int, workload_type: str, rate: float, length: float) -> Reference:
+        schedule = ScheduleRow(id, workload_type, "0 2 * * *", "UTC", "llama", "/w", workload_type, [], None,
+                               None, True, datetime.now(timezone.utc), None)
+        return Reference(schedule, f"{workload_type} study", "ngram k=3", rate, length)
+
+    watch, now = DriftWatch(margin=0.15, hold_s=0), datetime.now(timezone.utc)
+    assert watch.check(now, [ref(1, "code", 0.8, 3.4), ref(2, "chat", 0.4, 2.2)], live) == []
+    # Chat tuned higher than it now runs: drift of chat alone.
+    found = watch.check(now, [ref(1, "code", 0.8, 3.4), ref(2, "chat", 0.6, 2.8)], live)
+    assert [(f.reference.schedule.workload_type, f.live_type) for f in found] == [("chat", "chat")]

@@ -165,11 +165,11 @@ def reference(rate=0.6, length=2.8):
 def test_drift_needs_both_figures_low_for_the_whole_hold_time():
     watch = DriftWatch(margin=0.2, hold_s=60)
     ref = reference()
-    low = {"live-m": LiveAcceptance(rate=0.3, length=1.9)}
+    low = {"live-m": {"": LiveAcceptance(rate=0.3, length=1.9)}}
     assert watch.check(T0, [ref], low) == []
     assert watch.check(T0 + timedelta(seconds=30), [ref], low) == []
     # Longer drafts in production: a lower rate but a longer length is not drift.
-    assert watch.check(T0 + timedelta(seconds=45), [ref], {"live-m": LiveAcceptance(0.3, 3.0)}) == []
+    assert watch.check(T0 + timedelta(seconds=45), [ref], {"live-m": {"": LiveAcceptance(0.3, 3.0)}}) == []
     assert watch.check(T0 + timedelta(seconds=90), [ref], low) == []  # the clock restarted at 90 s
     found = watch.check(T0 + timedelta(seconds=150), [ref], low)
     assert len(found) == 1 and found[0].held_s == 60
@@ -179,10 +179,11 @@ def test_drift_needs_both_figures_low_for_the_whole_hold_time():
     assert watch.below_since == {}
 
 
-def test_drift_queries_sum_per_model_over_the_window():
+def test_drift_queries_sum_per_model_and_type_over_the_window():
     q = queries(300)
-    assert q["rate"] == ("sum by (model_name) (increase(vllm:spec_decode_num_accepted_tokens_total[300s])) / "
-                         "sum by (model_name) (increase(vllm:spec_decode_num_draft_tokens_total[300s]))")
+    by = "sum by (model_name, workload_type)"
+    assert q["rate"] == (f"{by} (increase(vllm:spec_decode_num_accepted_tokens_total[300s])) / "
+                         f"{by} (increase(vllm:spec_decode_num_draft_tokens_total[300s]))")
     assert q["length"].startswith("1 + ") and "vllm:spec_decode_num_drafts_total[300s]" in q["length"]
 
 

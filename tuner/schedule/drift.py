@@ -3,10 +3,19 @@
 Per scheduled (model, workload type), the reference is the configuration the tuner recommends
 (`tuner best`; its best speculative config when it says to keep speculation off) with the
 acceptance rate and length that configuration reached when measured. Live figures come from
-PromQL over vLLM's counters, summed per ``model_name`` label:
+PromQL over vLLM's counters, summed per ``model_name`` (the served model name) and
+``workload_type`` (a label the operator puts on the scrape target; see docs/drift.md):
 
     rate   = increase(accepted tokens) / increase(draft tokens)
     length = 1 + increase(accepted tokens) / increase(drafts)
+
+A live series is compared with the schedules whose traffic it carries: those with its served
+model name (``--live-model-name``, default the model) and, where the series has a
+``workload_type`` label, that type. One tuned type: its reference. Several (code and chat
+behind one name, no label): the tuned traffic mix, i.e. what the counters would read if each
+type's traffic ran at its own reference, each type weighted by its share of the traffic
+(``shares``). Comparing one live figure with each type's reference instead reported drift for
+the type with the higher acceptance whenever the other type's traffic pulled the sum down.
 
 Drift is both falling below the reference by more than ``margin`` (a production k above the
 tuned one lowers the rate but not the length, so one alone is no evidence), at every check for
@@ -15,25 +24,39 @@ tuned one lowers the rate but not the length, so one alone is no evidence), at e
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import lru_cache
+
+import numpy as np
 
 from tuner.errors import TunerError
 from tuner.search.answer import DEFAULT_NOISE
 from tuner.search.verdict import best_verdicts, verdicts
 from tuner.store import ResultStore, ScheduleRow, TrialRow
+from tuner.workload import load_workload
+from tuner.workload.sample import output_lengths
+
+log = logging.getLogger("tuner.serve")
 
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 DRAFTS = "vllm:spec_decode_num_drafts_total"
+TYPE_LABEL = "workload_type"  # on the scrape target (Prometheus' scrape config), value = the tuned type
 
 
 @dataclass(frozen=True)
 class LiveAcceptance:
     rate: float
     length: float
+
+
+# model_name -> workload_type label ("" where the series has none) -> figures
+Live = dict[str, dict[str, LiveAcceptance]]
 
 
 @dataclass(frozen=True)
@@ -51,11 +74,13 @@ class Finding:
     live: LiveAcceptance
     held_s: float
     margin: float
+    live_type: str = ""  # the series' workload_type label; "" = the model's whole traffic
 
     @property
     def text(self) -> str:
         ref = self.reference
-        return (f"live acceptance of {ref.schedule.live_name} (rate {self.live.rate:.2f}, length "
+        series = ref.schedule.live_name + (f" ({TYPE_LABEL}={self.live_type})" if self.live_type else "")
+        return (f"live acceptance of {series} (rate {self.live.rate:.2f}, length "
                 f"{self.live.length:.2f}) stayed below the tuned {ref.config_label} (rate {ref.rate:.2f}, "
                 f"length {ref.length:.2f}, {ref.study_name}) by more than {self.margin:.0%} for "
                 f"{self.held_s:.0f} s")
@@ -65,14 +90,15 @@ def queries(window_s: float) -> dict[str, str]:
     w = f"[{max(1, round(window_s))}s]"
 
     def total(metric: str) -> str:
-        return f"sum by (model_name) (increase({metric}{w}))"
+        return f"sum by (model_name, {TYPE_LABEL}) (increase({metric}{w}))"
 
     return {"rate": f"{total(ACCEPTED)} / {total(DRAFT_TOKENS)}",
             "length": f"1 + {total(ACCEPTED)} / {total(DRAFTS)}"}
 
 
 class PrometheusSource:
-    """Live acceptance per model_name from a Prometheus server (prometheus-api-client)."""
+    """Live acceptance per model_name and workload_type from a Prometheus server
+    (prometheus-api-client)."""
 
     def __init__(self, url: str, window_s: float):
         from prometheus_api_client import PrometheusConnect
@@ -81,8 +107,8 @@ class PrometheusSource:
         self.window_s = window_s
         self.client = PrometheusConnect(url=url, disable_ssl=True)
 
-    def read(self) -> dict[str, LiveAcceptance]:
-        values: dict[str, dict[str, float]] = {}
+    def read(self) -> Live:
+        values: dict[tuple[str, str], dict[str, float]] = {}
         for name, query in queries(self.window_s).items():
             try:
                 result = self.client.custom_query(query=query)
@@ -92,9 +118,14 @@ class PrometheusSource:
             for series in result:
                 value = float(series["value"][1])
                 if math.isfinite(value):
-                    values.setdefault(series["metric"].get("model_name", ""), {})[name] = value
-        return {model: LiveAcceptance(v["rate"], v["length"])
-                for model, v in values.items() if "rate" in v and "length" in v}
+                    labels = series["metric"]
+                    key = (labels.get("model_name", ""), labels.get(TYPE_LABEL, ""))
+                    values.setdefault(key, {})[name] = value
+        live: Live = {}
+        for (model, workload_type), v in values.items():
+            if "rate" in v and "length" in v:
+                live.setdefault(model, {})[workload_type] = LiveAcceptance(v["rate"], v["length"])
+        return live
 
 
 def reference(schedule: ScheduleRow, trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE,
@@ -125,30 +156,107 @@ def references(store: ResultStore, schedules: Sequence[ScheduleRow]) -> list[Ref
     return found
 
 
+# the tuned traffic mix
+
+@lru_cache(maxsize=256)
+def _volume(path: str, mtime_ns: int, size: int) -> tuple[int, float | None, float | None]:
+    """(requests, output tokens or None where no line says, arrival span in s or None)."""
+    requests = load_workload(path).requests
+    lengths = output_lengths(requests)
+    known = lengths[~np.isnan(lengths)]
+    tokens = float(known.mean() * len(lengths)) if len(known) else None  # unknown lines: the file's mean
+    arrivals = [r.arrival_s for r in requests]
+    span = (max(arrivals) - min(arrivals)) if None not in arrivals else None
+    return len(requests), tokens, span if span else None
+
+
+def shares(schedules: Sequence[ScheduleRow]) -> list[float]:
+    """Each schedule's share of the traffic, from its tuned workload: output tokens (output_tokens,
+    else max_tokens) per second of the capture (arrival times; `workload sample` keeps the rate).
+    Where some workload has no arrival times: output tokens; where some has no lengths: requests.
+    Raises TunerError when a workload file cannot be read."""
+    try:
+        stats = [os.stat(s.workload) for s in schedules]
+        volumes = [_volume(s.workload, st.st_mtime_ns, st.st_size) for s, st in zip(schedules, stats)]
+    except OSError as exc:
+        raise TunerError(f"cannot read workload {exc.filename} ({exc.strerror})") from None
+    amounts = ([v[1] for v in volumes] if all(v[1] is not None for v in volumes)
+               else [float(v[0]) for v in volumes])
+    if all(v[2] is not None for v in volumes):
+        amounts = [a / v[2] for a, v in zip(amounts, volumes)]
+    total = sum(amounts)
+    if not total > 0:
+        raise TunerError("the tuned workloads have no output tokens to weigh the traffic mix by")
+    return [a / total for a in amounts]
+
+
+def mixed(parts: Sequence[tuple[Reference, float]]) -> tuple[float, float]:
+    """(rate, length) the counters would read if each part's share of the output tokens ran at
+    its reference: a draft step emits ``length`` tokens, so a share s takes s / length drafts, which
+    accept length - 1 tokens each out of (length - 1) / rate drafted."""
+    drafts = accepted = drafted = 0.0
+    for ref, share in parts:
+        n = share / ref.length
+        drafts += n
+        accepted += n * (ref.length - 1)
+        # Nothing accepted: the draft tokens are unknown; one per draft is the least dilution.
+        drafted += n * (ref.length - 1) / ref.rate if ref.rate > 0 else n
+    return accepted / drafted, 1 + accepted / drafts
+
+
+def combined(carried: Sequence[Reference]) -> Reference:
+    """One reference for the schedules a live series carries: a single tuned type's own, else
+    the tuned traffic mix. Schedules of the same model and type share one reference and share."""
+    parts: dict[tuple[str, str], Reference] = {}
+    for ref in sorted(carried, key=lambda r: r.schedule.id):
+        parts.setdefault((ref.schedule.model, ref.schedule.workload_type), ref)
+    if len(parts) == 1:
+        return next(iter(parts.values()))
+    refs = list(parts.values())
+    weighted = list(zip(refs, shares([r.schedule for r in refs])))
+    rate, length = mixed(weighted)
+    label = ", ".join(f"{r.schedule.workload_type} {s:.0%} {r.config_label}" for r, s in weighted)
+    studies = "; ".join(r.study_name for r in refs)[:500]  # the drift event's column holds 500
+    return Reference(refs[0].schedule, studies, f"traffic mix ({label})", rate, length)
+
+
 class DriftWatch:
-    """Remembers since when each schedule's live acceptance has been below its reference."""
+    """Remembers since when each live series has been below the reference of what it carries."""
 
     def __init__(self, margin: float, hold_s: float):
         self.margin = margin
         self.hold_s = hold_s
-        self.below_since: dict[int, datetime] = {}
+        self.below_since: dict[tuple[str, str], datetime] = {}
 
     def is_below(self, ref: Reference, live: LiveAcceptance) -> bool:
         return (live.rate < ref.rate * (1 - self.margin)
                 and live.length < ref.length * (1 - self.margin))
 
-    def check(self, now: datetime, refs: Sequence[Reference],
-              live: dict[str, LiveAcceptance]) -> list[Finding]:
+    def check(self, now: datetime, refs: Sequence[Reference], live: Live) -> list[Finding]:
+        """One finding per schedule behind a series that stayed below for ``hold_s``."""
         findings = []
-        for ref in refs:
-            key = ref.schedule.id
-            seen = live.get(ref.schedule.live_name)
-            if seen is None or not self.is_below(ref, seen):
-                self.below_since.pop(key, None)
-                continue
-            since = self.below_since.setdefault(key, now)
-            held = (now - since).total_seconds()
-            if held >= self.hold_s:
-                findings.append(Finding(ref, seen, held, self.margin))
-                self.below_since[key] = now  # another full period before the next finding
+        below = set()
+        for model_name, by_type in live.items():
+            for live_type, seen in by_type.items():
+                carried = [r for r in refs if r.schedule.live_name == model_name
+                           and live_type in ("", r.schedule.workload_type)]
+                if not carried:
+                    continue  # a type or model nobody tuned
+                try:
+                    ref = combined(carried)
+                except TunerError as exc:
+                    log.warning("drift check of %s skipped: %s", model_name, exc)
+                    continue
+                if not self.is_below(ref, seen):
+                    continue
+                key = (model_name, live_type)
+                below.add(key)
+                since = self.below_since.setdefault(key, now)
+                held = (now - since).total_seconds()
+                if held >= self.hold_s:
+                    findings += [Finding(replace(ref, schedule=r.schedule), seen, held, self.margin,
+                                         live_type) for r in sorted(carried, key=lambda r: r.schedule.id)]
+                    self.below_since[key] = now  # another full period before the next finding
+        for key in set(self.below_since) - below:
+            del self.below_since[key]
         return findings
