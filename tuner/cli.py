@@ -64,6 +64,13 @@ ServerCmdOpt = Annotated[Optional[str], typer.Option(
 ServerArgOpt = Annotated[Optional[list[str]], typer.Option(
     help="Extra server argument, repeatable: --server-arg=--max-model-len=1024.")]
 StartTimeoutOpt = Annotated[float, typer.Option(help="Seconds to wait for /health.")]
+DownloadTimeoutOpt = Annotated[float, typer.Option(
+    help="Seconds a first start may spend downloading the model from the hub, on top of --start-timeout.")]
+RetriesOpt = Annotated[int, typer.Option(
+    help="Tries again after a fault of the host, not the config (a port taken, GPU memory not "
+         "freed, a download, a slow /metrics); still failing, the trial is stored as not "
+         "measured and the next run measures it.")]
+RetryWaitOpt = Annotated[float, typer.Option(help="Seconds before the first retry; doubles with each.")]
 LogDirOpt = Annotated[Path, typer.Option(help="Where server logs go.")]
 RateOpt = Annotated[Optional[float], typer.Option(help="Requests per second for --load rate.")]
 GpusOpt = Annotated[Optional[str], typer.Option(
@@ -145,6 +152,9 @@ def measure(
     server_cmd: ServerCmdOpt = None,
     server_arg: ServerArgOpt = None,
     start_timeout: StartTimeoutOpt = 900.0,
+    download_timeout: DownloadTimeoutOpt = 3600.0,
+    retries: RetriesOpt = 1,
+    retry_wait: RetryWaitOpt = 30.0,
     log_dir: LogDirOpt = Path(".tuner/logs"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON.")] = False,
 ) -> None:
@@ -160,9 +170,10 @@ def measure(
         settings = MeasureSettings(
             load=LoadSpec(load, concurrency, rate, time_scale, seed),  # type: ignore[arg-type]
             warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, request_timeout_s=request_timeout,
-            default_max_tokens=max_tokens,
+            default_max_tokens=max_tokens, retries=retries, retry_wait_s=retry_wait,
             server=ServerOptions(server_cmd=server_cmd, server_args=list(server_arg or []),
-                                 start_timeout_s=start_timeout, log_dir=log_dir),
+                                 start_timeout_s=start_timeout, download_timeout_s=download_timeout,
+                                 log_dir=log_dir),
         )
         with MeasureProgress(err_console) as progress:
             result = measure_config(model, config, loaded, settings, progress)
@@ -215,6 +226,9 @@ def optimize(
     server_cmd: ServerCmdOpt = None,
     server_arg: ServerArgOpt = None,
     start_timeout: StartTimeoutOpt = 900.0,
+    download_timeout: DownloadTimeoutOpt = 3600.0,
+    retries: RetriesOpt = 1,
+    retry_wait: RetryWaitOpt = 30.0,
     log_dir: LogDirOpt = Path(".tuner/logs"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
     workers: Annotated[int, typer.Option(
@@ -265,9 +279,10 @@ def optimize(
         gpu_sets = split_gpus(owned, workers) if (owned := parse_gpus(gpus)) else [None] * workers
         settings = MeasureSettings(
             load=plan.loads[0], extra_loads=plan.loads[1:], warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, request_timeout_s=request_timeout,
-            default_max_tokens=max_tokens,
+            default_max_tokens=max_tokens, retries=retries, retry_wait_s=retry_wait,
             server=ServerOptions(server_cmd=plan.server_cmd, server_args=plan.server_args,
-                                 start_timeout_s=start_timeout, log_dir=log_dir, gpus=gpu_sets[0],
+                                 start_timeout_s=start_timeout, download_timeout_s=download_timeout,
+                                 log_dir=log_dir, gpus=gpu_sets[0],
                                  gpu_free_timeout_s=gpu_free_timeout),
         )
         space = plan.space

@@ -10,9 +10,14 @@ from pathlib import Path
 
 
 class TunerError(Exception):
-    """Root of the tuner's errors. ``exit_code`` is what the CLI exits with."""
+    """Root of the tuner's errors. ``exit_code`` is what the CLI exits with.
+
+    ``transient``: the host's fault or a passing one (a port taken, GPU memory not yet freed, a
+    download still running, a slow /metrics), not the measured config's. Such a trial is tried
+    again after a wait and, if it still fails, stored as not measured and rerun next time."""
 
     exit_code = 1
+    transient = False
 
 
 class UsageError(TunerError):
@@ -32,9 +37,11 @@ class WorkloadError(UsageError):
 class ServerStartError(TunerError):
     """The vLLM server exited or never became ready."""
 
-    def __init__(self, message: str, cause: str | None = None, log_path: Path | None = None):
+    def __init__(self, message: str, cause: str | None = None, log_path: Path | None = None,
+                 transient: bool = False):
         self.cause = cause
         self.log_path = log_path
+        self.transient = transient
         super().__init__(message)
 
 
@@ -44,3 +51,5 @@ class ServerDiedError(TunerError):
 
 class MetricsError(TunerError):
     """The server's /metrics could not be read or parsed."""
+
+    transient = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import platform
+import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,6 +38,10 @@ class MeasureSettings:
     # "fresh-server": a new server per replay (steadier here, but a restart per repeat).
     repeat_mode: str = "same-server"
     sampling_seed: int | None = 0  # seeds requests that sample without a seed of their own
+    # A transient fault (TunerError.transient: a port taken, GPU memory not freed yet) is tried
+    # again this many times, after retry_wait_s, then twice that, and so on.
+    retries: int = 1
+    retry_wait_s: float = 30.0
 
     def __post_init__(self) -> None:
         if self.repeats < 1:
@@ -45,6 +50,9 @@ class MeasureSettings:
             raise UsageError(f"--repeat-mode must be same-server or fresh-server, got {self.repeat_mode!r}")
         if self.warmup < 0:
             raise UsageError(f"--warmup must be >= 0, got {self.warmup}")
+        if self.retries < 0 or self.retry_wait_s < 0:
+            raise UsageError(f"--retries and --retry-wait must be >= 0, got {self.retries} and "
+                             f"{self.retry_wait_s}")
     request_timeout_s: float = 600.0
     default_max_tokens: int = 128
     server: ServerOptions = field(default_factory=ServerOptions)
@@ -221,6 +229,21 @@ def measure_config_at_loads(
         return [replace(per_load[0], runs=[replace(p.runs[0], repeat=i) for i, p in enumerate(per_load)],
                         finished_at=per_load[-1].finished_at)
                 for per_load in zip(*parts)]
+    attempt = 0
+    while True:
+        try:
+            return _measure_on_one_server(model, spec, workload, settings, progress)
+        except TunerError as exc:
+            if not exc.transient or attempt == settings.retries:
+                raise
+            wait_s = settings.retry_wait_s * 2 ** attempt
+            progress.phase(f"not the config's fault, trying again in {wait_s:.0f} s: {exc}")
+            time.sleep(wait_s)
+            attempt += 1
+
+
+def _measure_on_one_server(model: str, spec: SpecConfig | None, workload: Workload,
+                           settings: MeasureSettings, progress: Progress) -> list[Measurement]:
     if settings.sampling_seed is not None:
         workload = workload.with_default_seeds(settings.sampling_seed)
     started_at = _now()

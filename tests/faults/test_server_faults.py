@@ -28,10 +28,10 @@ from engine_layout import own_process
 from fakes import Quiet
 from tuner.engine import ServerOptions
 from tuner.engine.server import VllmServer, port_is_free
-from tuner.errors import ServerStartError
+from tuner.errors import ServerStartError, TunerError
 from tuner.replay import LoadSpec
 from tuner.search import OptimizeSettings, SearchSpace, optimize
-from tuner.store import ResultStore, open_database, optuna_storage
+from tuner.store import NOT_MEASURED, ResultStore, open_database, optuna_storage
 from tuner.trial import MeasureSettings
 from tuner.workload import load_workload
 
@@ -310,3 +310,42 @@ def test_the_tuner_killed_mid_study_resumes(tmp_path, tiny_models):
                    interrupted.failure_cause or "", len(before) - sum(r.label in before and r.status == "complete"
                                                                       for r in rows),
                    left, ports_left(tmp_path / "logs"), "yes: the rerun measured only ngram k=2 again"))
+
+
+def test_a_port_held_by_another_program_is_not_measured_and_the_next_run_measures_it(tmp_path, tiny_models):
+    """--port P while another program holds P: vLLM cannot bind it, the start is tried again
+    after a wait, and the baseline is stored as not measured (the host's fault, not its own);
+    the same study run once P is free measures it."""
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    port = squatter.getsockname()[1]
+    db = f"sqlite:///{tmp_path / 't.db'}"
+    store = ResultStore(open_database(db))
+    workload = load_workload(small_workload(tmp_path, requests=8, max_tokens=16))
+    options = OptimizeSettings(trials=1, name="held port")  # the baseline alone
+
+    def run(port: int | None):
+        settings = MeasureSettings(warmup=1, retries=1, retry_wait_s=1.0, server=ServerOptions(
+            server_args=ARGS, log_dir=tmp_path / "logs", port=port,
+            env={"VLLM_CPU_KVCACHE_SPACE": ENV["VLLM_CPU_KVCACHE_SPACE"]}))
+        return optimize(str(tiny_models / "target"), workload, SearchSpace(methods=("ngram",), ks=(2,)),
+                        settings, store, optuna_storage(db), options, Quiet())
+
+    t0 = time.time()
+    try:
+        with pytest.raises(TunerError, match="the baseline was not measured, for a fault of the host"):
+            run(port)
+    finally:
+        squatter.close()
+    seconds = time.time() - t0
+    (row,) = store.trials(study_name="held port")
+    assert row.status == NOT_MEASURED and "address already in use" in row.failure_cause.lower()
+    assert len(list((tmp_path / "logs").glob(f"*-{port}.log"))) == 2  # tried again once
+    outcome = run(None)
+    rows = store.trials(study_name="held port")
+    assert [r.status for r in rows] == [NOT_MEASURED, "complete"]
+    assert outcome.verdict.answers[rows[1].load].baseline.tokens_per_s == rows[1].tokens_per_s > 0
+    report(Figures("--port held by another program", round(seconds, 1), row.failure_cause[:120], 0, 0,
+                   ports_left(tmp_path / "logs"), "yes: not measured; the next run measured it"))

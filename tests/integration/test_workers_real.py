@@ -2,8 +2,9 @@
 
 Two workers share one study of seven configurations; every configuration is measured exactly
 once, and their choice holds up against one worker's own search of the same space. Then
-one of two workers is SIGKILLed mid-trial: the other reruns that trial, nothing completed is
-lost, and no server process outlives the killed worker.
+one of two workers is SIGKILLed mid-trial, after the creating command was run again beside
+them (which fails no live trial): another reruns that trial, nothing completed is lost, and no
+server process outlives the killed worker.
 """
 
 from __future__ import annotations
@@ -102,11 +103,11 @@ def test_two_workers_measure_each_config_once_and_agree_with_one(tmp_path, tiny_
 def test_a_killed_workers_trial_is_rerun_by_the_other(tmp_path, tiny_models, postgres_url):
     logs = tmp_path / "logs"
     logs.mkdir()
-    creator = subprocess.Popen(optimize(tmp_path, tiny_models, postgres_url, "--method", "ngram", "--k", "2,4",
-                                        "--strategy", "grid", "--heartbeat", "3", "--name", "shared"),
-                               stdout=(logs / "creator.log").open("wb"), stderr=subprocess.STDOUT, env=ENV,
-                               start_new_session=True)
-    worker = None
+    creating = optimize(tmp_path, tiny_models, postgres_url, "--method", "ngram", "--k", "2,4",
+                        "--strategy", "grid", "--heartbeat", "3", "--name", "shared")
+    creator = subprocess.Popen(creating, stdout=(logs / "creator.log").open("wb"), stderr=subprocess.STDOUT,
+                               env=ENV, start_new_session=True)
+    worker = rerun = None
     try:
         store = ResultStore(open_database(postgres_url))
         wait_for("the creator's first trial", lambda: store.trials(study_name="shared"), 120, creator)
@@ -122,6 +123,14 @@ def test_a_killed_workers_trial_is_rerun_by_the_other(tmp_path, tiny_models, pos
 
         servers = wait_for("the worker's vLLM server", worker_server, 120, worker)
         running_before = {r.optuna_trial_number for r in store.trials(study_name="shared") if r.status == "running"}
+        # The creating command run again (a retried nightly job, a second shell) while both
+        # measure: it fails only stale trials, so their live ones go on, and it joins the study.
+        rerun = subprocess.Popen(creating, stdout=(logs / "rerun.log").open("wb"), stderr=subprocess.STDOUT,
+                                 env=ENV, start_new_session=True)
+        wait_for("the rerun's own run", lambda: len(store.study_runs("shared")) == 3, 180, rerun)
+        statuses = {r.optuna_trial_number: r.status for r in store.trials(study_name="shared")}
+        assert all(statuses[n] in ("running", "complete") for n in running_before), statuses
+        assert not {"failed", "interrupted"} & set(statuses.values()), statuses
         os.killpg(worker.pid, signal.SIGKILL)  # the worker and its process group, mid-trial
         worker.wait(30)
         gone = wait_for("the killed worker's server to exit",
@@ -129,8 +138,9 @@ def test_a_killed_workers_trial_is_rerun_by_the_other(tmp_path, tiny_models, pos
                         60)
         assert gone
         assert creator.wait(900) == 0, (logs / "creator.log").read_text()[-3000:]
+        assert rerun.wait(900) == 0, (logs / "rerun.log").read_text()[-3000:]
     finally:
-        for process in (creator, worker):
+        for process in (creator, worker, rerun):
             if process is not None and process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(30)

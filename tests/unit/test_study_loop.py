@@ -2,15 +2,18 @@
 tests/integration/test_optimize_real.py runs it on the real vLLM server)."""
 
 
+import optuna
 import pytest
+from optuna.trial import TrialState
 
 from fakes import Quiet, fake_measurement
 from tuner.engine import ServerOptions
+from tuner.errors import MetricsError, ServerDiedError, ServerStartError, TunerError
 from tuner.replay import LoadSpec
 from tuner.search import OptimizeSettings, SearchSpace, optimize
 from tuner.search import study as study_module
 from tuner.search.slo import parse_slos
-from tuner.store import ResultStore, open_database, optuna_storage
+from tuner.store import NOT_MEASURED, ResultStore, open_database, optuna_storage
 from tuner.trial import MeasureSettings
 from tuner.workload import Request, Workload
 
@@ -222,3 +225,90 @@ def test_a_study_at_several_loads_warm_starts_from_the_previous_one(setup, monke
     # previous study's profiles spare the drafters' runs at their highest k.
     assert measured[:2] == ["baseline", first.single[0].label]
     assert len(measured) < cold
+
+
+class Phases(Quiet):
+    def __init__(self):
+        self.said = []
+
+    def phase(self, description):
+        self.said.append(description)
+
+
+def test_a_transient_fault_is_not_measured_and_the_next_run_measures_it(setup, monkeypatch):
+    url, store, workload, settings = setup
+    calls, host_faulty = [], True
+
+    def measure(model, spec, workload, settings, progress):
+        calls.append(spec.label if spec else "baseline")
+        if host_faulty and spec and spec.k == 2:
+            raise ServerStartError("port 8000 was taken by another program", transient=True)
+        return [fake_measurement(spec, 100.0 + (spec.k * 10 if spec else 0))]
+
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
+    space, storage = SearchSpace(methods=("ngram",), ks=(1, 2)), optuna_storage(url)
+    for strategy in ("grid", "guided"):
+        calls.clear()
+        host_faulty, name = True, f"{strategy} study"
+        options = OptimizeSettings(trials=5, strategy=strategy, name=name, warm_start=False)
+        first = optimize("m", workload, space, settings, store, storage, options, Quiet())
+        rows = store.trials(study_name=name)
+        assert sorted(calls) == ["baseline", "ngram k=1", "ngram k=2"]  # not retried in the same run
+        assert sorted(r.status for r in rows) == ["complete", "complete", NOT_MEASURED]
+        assert first.verdict.label == "ngram k=1"  # never the not-measured config's result
+        assert any("ngram k=2 was not measured, for a fault of the host (port 8000" in n
+                   for n in first.verdict.notes), first.verdict.notes
+        calls.clear()
+        host_faulty = False
+        second = optimize("m", workload, space, settings, store, storage, options, Quiet())
+        assert calls == ["ngram k=2"]
+        assert second.verdict.label == "ngram k=2" and not second.verdict.notes
+
+
+@pytest.mark.parametrize("fault", [ServerDiedError("the vLLM server (baseline) died during the replay"),
+                                   MetricsError("could not read /metrics (timed out)")])
+def test_a_baseline_that_failed_is_measured_again_by_the_next_run(setup, monkeypatch, fault):
+    url, store, workload, settings = setup
+    calls, broken = [], True
+
+    def measure(model, spec, workload, settings, progress):
+        calls.append(spec.label if spec else "baseline")
+        if broken and spec is None:
+            raise fault
+        return [fake_measurement(spec, 100.0 + (spec.k * 10 if spec else 0))]
+
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
+    space, storage = SearchSpace(methods=("ngram",), ks=(1, 2)), optuna_storage(url)
+    with pytest.raises(TunerError, match="baseline") as raised:
+        optimize("m", workload, space, settings, store, storage, OptimizeSettings(), Quiet())
+    assert calls.count("baseline") == 1
+    assert "run the same command again" in str(raised.value) or "rerun" in str(raised.value)
+    calls.clear()
+    broken = False
+    outcome = optimize("m", workload, space, settings, store, storage, OptimizeSettings(), Quiet())
+    assert calls[0] == "baseline"
+    assert outcome.verdict.answers["concurrency 1"].baseline.tokens_per_s == 100.0
+
+
+def test_a_trial_another_worker_took_over_is_dropped_with_one_sentence(setup, monkeypatch):
+    """Another worker found this trial's heartbeat stale, failed it and queued it again while it
+    was measured here: this worker says so and goes on; the queued copy is measured."""
+    url, store, workload, settings = setup
+    storage, calls = optuna_storage(url), []
+
+    def measure(model, spec, workload, settings, progress):
+        calls.append(spec.label if spec else "baseline")
+        if spec is not None and calls.count(spec.label) == 1:
+            study = optuna.load_study(study_name="taken over", storage=storage)
+            (running,) = study.get_trials(states=(TrialState.RUNNING,))
+            storage.set_trial_state_values(running._trial_id, TrialState.FAIL)
+            study.enqueue_trial(running.params)
+        return [fake_measurement(spec, 100.0 + (spec.k * 10 if spec else 0))]
+
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
+    progress = Phases()
+    outcome = optimize("m", workload, SearchSpace(methods=("ngram",), ks=(1,)), settings, store, storage,
+                       OptimizeSettings(strategy="grid", name="taken over"), progress)
+    assert calls == ["baseline", "ngram k=1", "ngram k=1"]
+    assert sum("was finished by another worker" in p for p in progress.said) == 1
+    assert outcome.verdict.label == "ngram k=1"

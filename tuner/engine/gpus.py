@@ -38,6 +38,8 @@ NO_NVML_NOTE = ("no NVIDIA GPU (NVML unavailable): GPU placement and the free-me
 class GpuBusyError(TunerError):
     """A GPU the next server needs was still in use when the wait ran out."""
 
+    transient = True
+
 
 def parse_gpus(text: str | None) -> tuple[int, ...] | None:
     """``"0,1"`` -> ``(0, 1)``; ``None`` or ``""`` -> ``None`` (no placement: the host default)."""

@@ -61,3 +61,31 @@ def failure_cause(log_lines: list[str]) -> str | None:
             message = _pydantic_detail(message, lines[index + 1:index + 6])
         return f"{name}: {message}"
     return None
+
+
+# vLLM logs the first line when it starts fetching a checkpoint from the Hugging Face Hub and
+# the second when the fetch is done; huggingface_hub draws a progress bar per file it fetches
+# ("config.json: 100%|████| 1.2k/1.2k [00:00<00:00, 5.1MB/s]").
+_DOWNLOAD_STARTED = "Using model weights format"
+_DOWNLOAD_DONE = "Time spent downloading weights"
+_HUB_PROGRESS = re.compile(r"^\S+: +\d{1,3}%\|.*\| *[\d.]+[kMGT]?B?/[\d.]+[kMGT]?B? \[")
+
+
+def downloading(log_lines: list[str]) -> bool:
+    """Whether the server is fetching its model from the hub right now, by its log's end."""
+    lines = [_strip(line) for line in log_lines if line.strip()]
+    started = max((i for i, line in enumerate(lines) if _DOWNLOAD_STARTED in line), default=-1)
+    done = max((i for i, line in enumerate(lines) if _DOWNLOAD_DONE in line), default=-1)
+    last = lines[-1].split("\r")[-1].strip() if lines else ""
+    return started > done or bool(_HUB_PROGRESS.match(last))
+
+
+def read_end(path: Path, size: int = 16384) -> list[str]:
+    """The lines of a log's last ``size`` bytes: cheap enough to read twice a second."""
+    try:
+        with path.open("rb") as log:
+            log.seek(0, 2)
+            log.seek(max(0, log.tell() - size))
+            return log.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return []

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from tuner.engine.gpus import cuda_env, note_once, parse_gpus, place, tensor_parallel_size, wait_until_free
-from tuner.engine.log_cause import failure_cause, read_tail
+from tuner.engine.log_cause import downloading, failure_cause, read_end, read_tail
 from tuner.engine.spec_config import SpecConfig
 from tuner.errors import ServerStartError, UsageError
 
@@ -101,6 +101,9 @@ class ServerOptions:
     host: str = "127.0.0.1"
     port: int | None = None  # None = a free port
     start_timeout_s: float = 900.0  # generous: big models compile for minutes on GPU hosts
+    # A first start fetches the model from the hub: that time does not count against the start
+    # timeout, up to this long.
+    download_timeout_s: float = 3600.0
     stop_grace_s: float = 20.0
     log_dir: Path = Path(".tuner/logs")
     env: dict[str, str] = field(default_factory=dict)
@@ -205,11 +208,18 @@ class VllmServer:
                              "pass a writable --log-dir") from None
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         name = self.label.split(" draft=")[0].replace(" ", "-").replace("=", "")
-        return log_dir / f"{stamp}-{name}-{self.port}.log"
+        path, again = log_dir / f"{stamp}-{name}-{self.port}.log", 2
+        while path.exists():  # a retry within the same second keeps the first one's log
+            path = log_dir / f"{stamp}-{again}-{name}-{self.port}.log"
+            again += 1
+        return path
 
     def _wait_ready(self, started: float) -> None:
+        """Poll ``/health`` until it answers 200. Time the log shows a hub download is added to
+        the start timeout (up to ``download_timeout_s``): a slow download is the network's
+        fault, not the config's, and a timeout during one is stored as transient."""
         assert self.process is not None
-        deadline = started + self.options.start_timeout_s
+        download_s, last = 0.0, time.monotonic()
         with httpx.Client(timeout=2.0) as client:
             while True:
                 if (code := self.process.poll()) is not None:
@@ -217,19 +227,32 @@ class VllmServer:
                 with contextlib.suppress(httpx.HTTPError):
                     if client.get(f"{self.base_url}/health").status_code == 200:
                         return
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                fetching = self.log_path is not None and downloading(read_end(self.log_path))
+                download_s += now - last if fetching else 0.0
+                last = now
+                if fetching and download_s > self.options.download_timeout_s:
                     raise self._start_failure(
-                        f"did not become ready within {self.options.start_timeout_s:.0f} s "
-                        "(raise --start-timeout if the model is large)")
+                        f"was still downloading the model from the hub after "
+                        f"{self.options.download_timeout_s:.0f} s (download it first with "
+                        f"`huggingface-cli download {self.model}`, or raise --download-timeout)",
+                        transient=True)
+                if now > started + self.options.start_timeout_s + download_s:
+                    raise self._start_failure(
+                        f"did not become ready within {self.options.start_timeout_s:.0f} s"
+                        + (f" after {download_s:.0f} s of downloading" if download_s else "")
+                        + " (raise --start-timeout if the model is large)", transient=fetching)
                 time.sleep(0.5)
 
-    def _start_failure(self, what: str) -> ServerStartError:
+    def _start_failure(self, what: str, transient: bool = False) -> ServerStartError:
         cause = failure_cause(read_tail(self.log_path)) if self.log_path else None
         config = f" with speculative config {self.spec.to_json()}" if self.spec else ""
         message = f"vLLM server ({self.label}){config} {what}"
         message += f": {cause}" if cause else ""
         message += f". Full log: {self.log_path}"
-        return ServerStartError(message, cause=cause, log_path=self.log_path)
+        error = ServerStartError(message, cause=cause, log_path=self.log_path, transient=transient)
+        error.transient = transient or _port_taken(error)  # another program's port, not the config's
+        return error
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None

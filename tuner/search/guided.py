@@ -117,12 +117,14 @@ class GuidedSearch:
     ``widen``: False turns step 5 (widening a drafter's uncertainty after a miss) off."""
 
     def __init__(self, candidates: Sequence[Candidate], noise: float, z: float = DEFAULT_Z,
-                 prior: Sequence[Observation] = (), first: Sequence[Candidate] = (), widen: bool = True):
+                 prior: Sequence[Observation] = (), first: Sequence[Candidate] = (), widen: bool = True,
+                 rerun: Sequence[Candidate] = ()):
         self.candidates = list(candidates)
         self.noise = noise
         self.z = z
         self.prior = list(prior)
         self.first = list(first)
+        self.rerun = list(rerun)  # an earlier run could not measure these (interrupted, a host fault)
         self.widen = widen
         # The predictions this search proposed on, for observations that do not carry theirs.
         self.proposed: dict[str, Prediction] = {}
@@ -147,19 +149,23 @@ class GuidedSearch:
         return found
 
     def propose(self, measured: dict[str, Observation | None],
-                pending: Collection[str] = ()) -> Proposal | None:
+                pending: Collection[str] = (), skipped: Collection[str] = ()) -> Proposal | None:
         """The next config to measure, or None to stop (or, while ``pending`` is not empty, to
         wait for it). ``measured`` maps every config key already run to its observation (None
         when the trial failed: it is not proposed again); ``pending``: keys other workers are
-        measuring now."""
+        measuring now; ``skipped``: keys a host fault kept from being measured in this run, left
+        for the next (their drafter still counts as untried)."""
         todo = [c for c in self.candidates if key_of(c.params) not in measured
-                and key_of(c.params) not in pending]
+                and key_of(c.params) not in pending and key_of(c.params) not in skipped]
         if not todo:
             return None
         observed = [o for o in measured.values() if o is not None]
         baseline = self.candidates[0]
         if key_of(baseline.params) not in measured and key_of(baseline.params) not in pending:
-            return Proposal(baseline, None, "the baseline comes first")
+            return Proposal(baseline, None, "the baseline comes first") if baseline in todo else None
+        for candidate in self.rerun:
+            if candidate in todo:
+                return Proposal(candidate, None, "an earlier run could not measure it")
         for candidate in self.first:
             if key_of(candidate.params) not in measured and key_of(candidate.params) not in pending:
                 return Proposal(candidate, None, "warm start: the previous best")

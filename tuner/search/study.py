@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,14 +39,15 @@ from tuner.search.schedule import Schedule, best_single, schedule_beats_single, 
 from tuner.search.slo import Slo, pareto_front
 from tuner.search.space import Candidate, SearchSpace
 from tuner.search.verdict import StudyRules, Verdict, study_verdict
-from tuner.search.workers import WAIT_S, fail_stale, has_waiting, heartbeat, pending_keys
+from tuner.search.workers import WAIT_S, fail_stale, has_waiting, heartbeat, heartbeats_on, pending_keys
 from tuner.stats import geometric_mean
-from tuner.store import ResultStore, TrialRow
+from tuner.store import NOT_MEASURED, ResultStore, TrialRow
 from tuner.trial import MeasureSettings, Measurement, Progress, measure_config_at_loads
 from tuner.workload import Workload
 
 MAX_ERROR_RATE = 0.1  # more failed requests than this and the figures mean nothing
 INTERRUPTED = "interrupted"
+NOT_MEASURED_ATTR = "not_measured"  # user attr: the transient fault that kept a trial from being measured
 STRATEGIES = ("guided", "tpe", "grid")
 
 
@@ -119,21 +120,38 @@ def make_sampler(options: OptimizeSettings) -> optuna.samplers.BaseSampler:
                                       n_startup_trials=5)
 
 
-def _close_stale_trials(study: optuna.Study) -> None:
-    """A trial still RUNNING was left by a process that died: mark it interrupted, to be rerun."""
+def _close_stale_trials(study: optuna.Study, store: ResultStore) -> None:
+    """A trial still RUNNING was left by a process that died: mark it interrupted, to be rerun.
+    On a database other hosts can share, only those whose heartbeat is stale are: live workers
+    elsewhere may be measuring the rest, and ``fail_stale`` in the loop fails those that stop
+    beating. (SQLite is one host's file, and its one creator alone runs there.)"""
+    storage = study._storage
+    if heartbeats_on(storage) and not storage.url.startswith("sqlite"):
+        fail_stale(study, store)
+        return
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         study._storage.set_trial_user_attr(trial._trial_id, INTERRUPTED, True)
         study.tell(trial.number, state=TrialState.FAIL)
+    store.mark_stale_running(study.study_name)
 
 
 def _to_rerun(t: optuna.trial.FrozenTrial) -> bool:
-    """Failed without a cause of its own: interrupted, or its worker died. Run it again."""
-    return t.state == TrialState.FAIL and "failure_cause" not in t.user_attrs
+    """Failed without a cause of its own (interrupted, its worker died, a transient fault: not
+    measured), or the baseline failed, which every answer needs: run it again."""
+    return t.state == TrialState.FAIL and ("failure_cause" not in t.user_attrs
+                                           or t.params.get("method") == "off")
 
 
-def _measured(study: optuna.Study) -> dict[str, Observation | None]:
-    """Config key -> what its trial gave the guided model (None: it failed, do not retry)."""
-    measured: dict[str, Observation | None] = {}
+def _retry_next_run(t: optuna.trial.FrozenTrial) -> bool:
+    """Not measured for the host's fault, or a failed baseline: rerun by the next run, not again
+    by this one (a trial another worker took over is queued again and runs now)."""
+    return _to_rerun(t) and (NOT_MEASURED_ATTR in t.user_attrs or "failure_cause" in t.user_attrs)
+
+
+def _measured(study: optuna.Study, not_measured: Collection[str] = ()) -> dict[str, Observation | None]:
+    """Config key -> what its trial gave the guided model (None: it failed, do not retry).
+    ``not_measured``: keys that met a transient fault in this run, not retried until the next."""
+    measured: dict[str, Observation | None] = dict.fromkeys(not_measured)
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
         if _to_rerun(t):
             continue
@@ -146,12 +164,16 @@ def _measured(study: optuna.Study) -> dict[str, Observation | None]:
     return measured
 
 
+def _reruns(study: optuna.Study, candidates: Sequence[Candidate], measured: dict) -> list[Candidate]:
+    """Configs an earlier run could not measure (interrupted, a host fault, a failed baseline)."""
+    again = {key_of(t.params) for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+             if _to_rerun(t) and key_of(t.params) not in measured}
+    return [c for c in candidates if key_of(c.params) in again]
+
+
 def _queue(study: optuna.Study, candidates: Sequence[Candidate], measured: dict, strategy: str) -> list[Candidate]:
-    """For tpe and grid: interrupted configs first, then the baseline (tpe) or everything (grid)."""
-    interrupted = [key_of(t.params) for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-                   if _to_rerun(t) and key_of(t.params) not in measured]
-    by_key = {key_of(c.params): c for c in candidates}
-    queue = [by_key[k] for k in dict.fromkeys(interrupted) if k in by_key]
+    """For tpe and grid: configs to rerun first, then the baseline (tpe) or everything (grid)."""
+    queue = _reruns(study, candidates, measured)
     rest = [c for c in candidates if key_of(c.params) not in measured and c not in queue]
     if strategy == "grid":
         queue += rest
@@ -219,8 +241,7 @@ def optimize(
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize",
                                 sampler=make_sampler(options), load_if_exists=True)
     if not options.join:  # alone on the study: whatever is still running was left by a dead run
-        _close_stale_trials(study)
-        store.mark_stale_running(name)
+        _close_stale_trials(study, store)
     candidates = space.candidates()
     measured = _measured(study)
     guided = None
@@ -229,7 +250,8 @@ def optimize(
         if options.warm_start and not measured and not options.join:
             prior, first = warm_start(store, model, workload.type, settings.loads, name,
                                       candidates, options.noise)
-        guided = GuidedSearch(candidates, DEFAULT_RUN_NOISE, options.z, prior=prior, first=first)
+        guided = GuidedSearch(candidates, DEFAULT_RUN_NOISE, options.z, prior=prior, first=first,
+                              rerun=_reruns(study, candidates, measured))
     else:
         queue = _queue(study, candidates, measured, options.strategy)
     run_id = store.start_run(
@@ -242,6 +264,7 @@ def optimize(
     if on_ready is not None:
         on_ready()
     vllm_version, duplicates, status, restarts = None, 0, "interrupted", 0
+    not_measured: set[str] = set()  # met a transient fault in this run: the next run retries
     starts_per_trial = settings.repeats if settings.repeat_mode == "fresh-server" else 1
     budget = min(options.trials, len(candidates))
     try:
@@ -250,7 +273,7 @@ def optimize(
             # waits rather than stops: its result changes what is worth measuring, and if its
             # worker dies the trial comes back to be run again.
             fail_stale(study, store)
-            measured, pending = _measured(study), pending_keys(study)
+            measured, pending = _measured(study, not_measured), pending_keys(study)
             done = len(measured) + len(pending) >= budget
             if not done and not has_waiting(study):
                 if guided is not None:
@@ -258,7 +281,8 @@ def optimize(
                               if r.repeats > 1 and r.tokens_per_s and r.tokens_per_s_mad is not None]
                     guided.noise = run_noise([r.tokens_per_s_mad / r.tokens_per_s for r in spread],
                                              [r.repeats for r in spread])
-                    proposal = guided.propose(measured, pending)
+                    proposal = guided.propose({k: o for k, o in measured.items() if k not in not_measured},
+                                              pending, not_measured)
                     if proposal is None:
                         done = True
                     else:
@@ -286,9 +310,15 @@ def optimize(
                     break
                 continue
             with heartbeat(storage, trial):
-                measurements = _run_trial(study, trial, candidate, model, workload, settings, store,
-                                          run_id, progress, (len(measured), budget), options, measure)
+                try:
+                    measurements = _run_trial(study, trial, candidate, model, workload, settings, store,
+                                              run_id, progress, (len(measured), budget), options, measure)
+                except optuna.exceptions.UpdateFinishedTrialError:  # taken over as it was told
+                    progress.phase(TAKEN_OVER.format(number=trial.number))
+                    measurements = None
             restarts += starts_per_trial
+            if _retry_next_run(study._storage.get_trial(trial._trial_id)):
+                not_measured.add(key_of(candidate.params))
             if measurements:
                 vllm_version = measurements[0].server.vllm_version or vllm_version
             rows = [r for r in store.trials(study_name=name) if r.optuna_trial_number == trial.number]
@@ -367,6 +397,9 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
     try:
         progress.trial_started(trial.number, candidate.label, *position)
         measurements = measure(model, candidate.spec, workload, settings, progress)
+        if _taken_over(study, trial):
+            progress.phase(TAKEN_OVER.format(number=trial.number))
+            return None
     except KeyboardInterrupt:
         trial.set_user_attr(INTERRUPTED, True)
         study.tell(trial, state=TrialState.FAIL)
@@ -379,10 +412,16 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
         store.end_trial(trial_id, "interrupted", "stopped by a usage error")
         raise
     except TunerError as exc:
-        trial.set_user_attr("failure_cause", str(exc))
+        if _taken_over(study, trial):
+            progress.phase(TAKEN_OVER.format(number=trial.number))
+            return None
+        # A transient fault (tried again already) says nothing of the config: not measured,
+        # and rerun by the next run. Any other failure is the config's own result.
+        trial.set_user_attr(NOT_MEASURED_ATTR if exc.transient else "failure_cause", str(exc))
         study.tell(trial, state=TrialState.FAIL)
         log_path = getattr(exc, "log_path", None)
-        store.end_trial(trial_id, "failed", str(exc), str(log_path) if log_path else None)
+        store.end_trial(trial_id, NOT_MEASURED if exc.transient else "failed", str(exc),
+                        str(log_path) if log_path else None)
         return None
     changed_output = _store_measurements(store, trial_id, study.study_name, measurements, options.noise,
                                          options.output_rule)
@@ -418,6 +457,16 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
     # The conservative score the winner is chosen on (geometric mean over the loads).
     study.tell(trial, score)
     return measurements
+
+
+TAKEN_OVER = ("trial {number} was finished by another worker (this worker's heartbeats looked "
+              "stale) while it was measured here; its figures are dropped, and this worker takes "
+              "the next trial")
+
+
+def _taken_over(study: optuna.Study, trial: optuna.Trial) -> bool:
+    """Another worker failed this trial as stale (and queued it again) while it ran here."""
+    return study._storage.get_trial(trial._trial_id).state.is_finished()
 
 
 def _store_measurements(store: ResultStore, trial_id: int, name: str, measurements: Sequence[Measurement],

@@ -27,7 +27,7 @@ from tuner.search.output_check import divergence_text
 from tuner.search.schedule import best_single
 from tuner.search.slo import Slo, parse_slos
 from tuner.stats import geometric_mean
-from tuner.store import TrialRow
+from tuner.store import NOT_MEASURED, TrialRow
 from tuner.trust import LATENCY_MARKS
 
 CONFIG, SCHEDULE, OFF, NONE = "config", "schedule", "off", "none"
@@ -122,6 +122,13 @@ def _notes(answers: dict[str, Answer], shown: Sequence[TrialRow], rules: StudyRu
     return tuple(dict.fromkeys(notes))
 
 
+def _not_measured(rows: Sequence[TrialRow]) -> list[TrialRow]:
+    """Configs whose trial met a fault of the host and that no later trial measured."""
+    done = {json.dumps(r.config, sort_keys=True) for r in rows if r.status == "complete"}
+    missing = {json.dumps(r.config, sort_keys=True): r for r in rows if r.status == NOT_MEASURED}
+    return [r for key, r in missing.items() if key not in done]
+
+
 def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
                   noise: float = DEFAULT_NOISE) -> Verdict:
     """The verdict of one study from all its rows. Raises TunerError without a completed
@@ -131,6 +138,11 @@ def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
         raise TunerError("the study has no trials")
     first = study_rows[0]
     loads = list(dict.fromkeys(r.load for r in study_rows))
+    unmeasured = _not_measured(study_rows)
+    if (base := next((r for r in unmeasured if r.config is None), None)) is not None:
+        raise TunerError(f"{first.study_name}: the baseline was not measured, for a fault of the host "
+                         f"rather than a config ({base.failure_cause}); run the same command again "
+                         "to measure it")
     answers = {load: choose([r for r in study_rows if r.load == load], noise, rules.slos,
                             rules.max_output_change) for load in loads}
     args = tuple(production_args(rules.server_args or first.server_args, rules.deploy_args))
@@ -139,7 +151,9 @@ def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
     def verdict(kind: str, deployed, label: str, shown: Sequence[TrialRow], headline: str) -> Verdict:
         return Verdict(first.study_name, first.model, first.workload_type, label_all, answers, kind,
                        deployed, label, _geomean_speedup(shown, answers), headline, args, tuple(shown),
-                       _notes(answers, shown, rules))
+                       _notes(answers, shown, rules) + tuple(
+                           f"{r.label} was not measured, for a fault of the host ({r.failure_cause}); "
+                           "run the same command again to measure it" for r in unmeasured))
 
     unmet = [a for a in answers.values() if a.winner is None]
     if unmet:

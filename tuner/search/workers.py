@@ -10,6 +10,7 @@ RetryHeartbeatStaleTrialCallback queues it again, and the trial is run once more
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import warnings
 from collections.abc import Iterator
@@ -20,22 +21,37 @@ from optuna.trial import TrialState
 from tuner.search.guided import key_of
 from tuner.store import ResultStore
 
+log = logging.getLogger("tuner.search")
 WAIT_S = 5.0  # between looks at the study while other workers' trials decide what comes next
 STALE_CAUSE = "its worker stopped sending heartbeats (killed or cut off); the trial is queued again"
 
 
+def heartbeats_on(storage: optuna.storages.BaseStorage) -> bool:
+    return isinstance(storage, optuna.storages.RDBStorage) and bool(storage.get_heartbeat_interval())
+
+
 @contextlib.contextmanager
 def heartbeat(storage: optuna.storages.BaseStorage, trial: optuna.Trial) -> Iterator[None]:
-    """Record the trial's heartbeat while it runs (Optuna only does so inside study.optimize)."""
-    interval = storage.get_heartbeat_interval() if isinstance(storage, optuna.storages.RDBStorage) else None
-    if not interval:
+    """Record the trial's heartbeat while it runs (Optuna only does so inside study.optimize).
+    A failed beat (the database briefly out of reach) is logged and the next one tried: the
+    measurement goes on, and if the beats stay away long enough another worker takes over."""
+    if not heartbeats_on(storage):
         yield
         return
+    interval = storage.get_heartbeat_interval()
     stop = threading.Event()
 
     def beat() -> None:
+        failing = False
         while True:
-            storage.record_heartbeat(trial._trial_id)
+            try:
+                storage.record_heartbeat(trial._trial_id)
+                failing = False
+            except Exception as exc:  # noqa: BLE001 - a thread's exception would only be printed
+                if not failing:
+                    log.warning("could not record the heartbeat of trial %d (%s); trying again every "
+                                "%d s", trial.number, str(exc).splitlines()[0], interval)
+                failing = True
             if stop.wait(interval):
                 return
 

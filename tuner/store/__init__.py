@@ -2,6 +2,7 @@
 
 from tuner.store.db import database_url, open_database, open_read_only, optuna_storage, upgrade
 from tuner.store.jobs import DriftRow, JobRow, JobStore, ScheduleRow
+from tuner.store.models import NOT_MEASURED
 from tuner.store.results import ResultStore, TrialRow
 
-__all__ = ["DriftRow", "JobRow", "JobStore", "ResultStore", "ScheduleRow", "TrialRow", "database_url", "open_database", "open_read_only", "optuna_storage", "upgrade"]
+__all__ = ["NOT_MEASURED", "DriftRow", "JobRow", "JobStore", "ResultStore", "ScheduleRow", "TrialRow", "database_url", "open_database", "open_read_only", "optuna_storage", "upgrade"]

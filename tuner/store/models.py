@@ -9,6 +9,9 @@ from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, Stri
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
+# A trial that met a fault of the host, not of its config: rerun by the next run, never its result.
+NOT_MEASURED = "not measured"
+
 class Base(DeclarativeBase):
     pass
 
@@ -81,7 +84,8 @@ class TrialRecord(Base):
     # "study": a point of the search space; "schedule": the final check of a k-by-batch-size
     # schedule, which is not a point of the space and never the single-config winner.
     kind: Mapped[str] = mapped_column(String(20), server_default="study")
-    status: Mapped[str] = mapped_column(String(20))  # running, complete, failed, interrupted
+    # running, complete, failed (the config's own failure), interrupted, or NOT_MEASURED
+    status: Mapped[str] = mapped_column(String(20))
     # What the step-cost model expected before the trial ran (guided search), to show its error.
     predicted_tokens_per_s: Mapped[float | None] = mapped_column(Float)
     predicted_sigma: Mapped[float | None] = mapped_column(Float)

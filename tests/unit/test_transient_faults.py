@@ -1,0 +1,80 @@
+"""Faults of the host, not of the config, as the engine room tells them apart (a stand-in server
+script plays vLLM's log; tests/integration/test_optimize_real.py takes a real port from real vLLM)."""
+
+import sys
+import time
+
+import pytest
+
+from fakes import Quiet
+from tuner.engine import ServerOptions
+from tuner.engine.log_cause import downloading
+from tuner.engine.server import VllmServer
+from tuner.errors import ServerStartError
+from tuner.trial import MeasureSettings, measure_config
+from tuner.workload import Request, Workload
+
+STARTED = "(EngineCore pid=7) INFO 12-01 10:00:00 [weight_utils.py:530] Using model weights format ['*.safetensors']"
+DONE = "(EngineCore pid=7) INFO 12-01 10:00:09 [weight_utils.py:550] Time spent downloading weights for m: 9.1 seconds"
+BAR = "model-00001-of-00004.safetensors:  12%|█▏        | 600M/4.98G [00:10<01:15, 58.1MB/s]"
+
+
+def fake_server(tmp_path, body: str) -> str:
+    script = tmp_path / "fake_vllm.py"
+    script.write_text("import sys, time\n" + body)
+    return f"{sys.executable} {script} {{model}}"
+
+
+def start(tmp_path, body: str, **options) -> tuple[ServerStartError, float]:
+    server = VllmServer("m", None, ServerOptions(server_cmd=fake_server(tmp_path, body), log_dir=tmp_path / "logs",
+                                                 **options))
+    started = time.monotonic()
+    with pytest.raises(ServerStartError) as raised:
+        server.start()
+    return raised.value, time.monotonic() - started
+
+
+def test_the_log_tells_a_download_in_progress():
+    assert downloading([STARTED])
+    assert not downloading([STARTED, DONE, "INFO Loading weights took 0.3 seconds"])
+    assert downloading(["config.json: 100%|██████████| 1.2k/1.2k [00:00<00:00, 5.1MB/s]"])
+    assert not downloading(["Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:02<00:00]"])
+
+
+def test_download_time_is_not_counted_against_the_start_timeout_and_a_long_one_is_transient(tmp_path):
+    body = f"print({STARTED!r}, flush=True)\nwhile True:\n    print({BAR!r}, flush=True)\n    time.sleep(0.2)\n"
+    error, took = start(tmp_path, body, start_timeout_s=1.0, download_timeout_s=3.0)
+    assert error.transient
+    assert "still downloading the model from the hub after 3 s" in str(error)
+    assert "huggingface-cli download m" in str(error)
+    assert took >= 3.0  # the start timeout (1 s) waited for the download
+
+
+def test_a_start_that_hangs_after_its_download_is_the_configs_own_timeout(tmp_path):
+    body = f"print({STARTED!r}, flush=True)\ntime.sleep(2)\nprint({DONE!r}, flush=True)\ntime.sleep(60)\n"
+    error, took = start(tmp_path, body, start_timeout_s=1.0, download_timeout_s=30.0)
+    assert not error.transient
+    assert "did not become ready within 1 s after 2 s of downloading" in str(error)
+    assert 2.5 <= took < 10
+
+
+def test_a_port_taken_is_transient_and_measure_tries_again_after_a_wait(tmp_path):
+    body = 'print("OSError: [Errno 98] Address already in use", flush=True)\nsys.exit(1)\n'
+    path = tmp_path / "w.jsonl"
+    path.write_text('{"prompt": "x"}\n')
+    workload = Workload(path=path, type="code", requests=(Request(line=1, prompt="x"),))
+    options = ServerOptions(server_cmd=fake_server(tmp_path, body), log_dir=tmp_path / "logs", port=18999)
+    said = []
+
+    class Phases(Quiet):
+        def phase(self, description):
+            said.append(description)
+
+    started = time.monotonic()
+    with pytest.raises(ServerStartError) as raised:
+        measure_config("m", None, workload, MeasureSettings(server=options, retries=2, retry_wait_s=0.5), Phases())
+    assert raised.value.transient and "Address already in use" in str(raised.value)
+    assert len(list((tmp_path / "logs").glob("*.log"))) == 3  # the first start and two retries
+    waits = [p for p in said if p.startswith("not the config's fault, trying again in")]
+    assert [w.split(" s:")[0].rsplit(" ", 1)[1] for w in waits] == ["0", "1"]  # 0.5 s, then 1 s
+    assert time.monotonic() - started >= 1.5
