@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import string
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ import pytest
 from tuner.engine import ServerOptions
 from tuner.engine.server import VllmServer, free_port, port_is_free
 from tuner.replay import LoadSpec
-from tuner.replay.client import replay
+from tuner.replay.client import replay, text_digest
 from tuner.workload import load_workload
 
 pytestmark = pytest.mark.integration
@@ -190,3 +191,58 @@ def test_a_killed_capture_keeps_every_finished_request(server: VllmServer, tmp_p
     assert all(r.ok for r in results)
     capture.kill()  # SIGKILL: no chance to clean up
     assert [r.prompt for r in load_workload(out).requests] == [r.prompt for r in requests]
+
+
+def _choices(lines: list[str]) -> tuple[list[str], list[dict], list[dict]]:
+    """Per-index text, the events that finish a choice, and the usage events of an n > 1 stream."""
+    events = _events(lines)
+    texts: dict[int, str] = {}
+    for event in events:
+        for choice in event["choices"]:
+            texts[choice["index"]] = texts.get(choice["index"], "") + (choice.get("text") or "")
+    finishing = [e for e in events if any(c.get("finish_reason") for c in e["choices"])]
+    return [texts[i] for i in sorted(texts)], finishing, [e for e in events if e.get("usage")]
+
+
+def test_n_choices_with_a_stop_string_are_captured_and_replayed_alike(server: VllmServer, tmp_path: Path,
+                                                                      start_capture) -> None:
+    # vLLM refuses n > 1 with temperature 0; with top_k 1 (vLLM's extension, captured too) each
+    # choice draws the likeliest token. Near-tied tokens can still flip with the batch (the CPU
+    # build is not batch-invariant), so the stop string is taken from the start of the output.
+    sampled = {"model": server.model, "prompt": "def add(a, b):\n    return", "max_tokens": 24,
+               "temperature": 0.8, "top_k": 1, "n": 2}
+    plain = [c["text"] for c in httpx.post(server.base_url + "/v1/completions", json=sampled,
+                                           timeout=60).json()["choices"]]
+    plain = plain[0]
+    # The stop string: the first punctuation after the start of what the model writes here, so
+    # that it ends both choices early, at one length (found in the output, not assumed).
+    stop = next(c for c in plain[2:] if c in string.punctuation)
+    body = {**sampled, "stop": [stop], "stream": True}
+    capture = start_capture(server.base_url, tmp_path / "n.jsonl")
+    asked = {**body, "stream_options": {"include_usage": True}}
+    texts, finishing, usage = _choices(_stream(capture.url, "/v1/completions", asked))
+    assert texts[0] == texts[1] == plain[:plain.find(stop)]  # both choices ended at the stop string
+    assert [c["finish_reason"] for e in finishing for c in e["choices"]] == ["stop", "stop"]
+    (usage,) = [e["usage"] for e in usage]
+    total = usage["completion_tokens"]  # vLLM's usage totals both choices
+    assert total % 2 == 0 and total < 2 * 24
+    # A client that did not ask for usage gets none, and each choice's end as vLLM sends it.
+    proxied = _choices(_stream(capture.url, "/v1/completions", body))
+    direct = _choices(_stream(server.base_url, "/v1/completions", body))
+    assert len(proxied[0]) == len(direct[0]) == 2 and not proxied[2] and not direct[2]
+    assert [sorted(e) for e in proxied[1]] == [sorted(e) for e in direct[1]]  # system_fingerprint alike
+    rc, stderr = capture.stop()
+    assert rc == 0, stderr
+
+    captured = load_workload(tmp_path / "n.jsonl").requests
+    assert len(captured) == 2
+    for request in captured:
+        assert (request.n, request.stop, request.max_tokens) == (2, (stop,), 24)
+        assert request.output_tokens == total // 2  # per choice: what max_tokens means on replay
+    again, _ = replay(server.base_url, server.model, captured, LoadSpec(concurrency=1))
+    assert all(r.ok for r in again), [r.error for r in again]
+    for result in again:
+        # The replay generated what the original did: two choices, the same tokens and text (a
+        # replay without the stop string would have generated it within its output_tokens).
+        assert (result.choices, result.output_tokens) == (2, total)
+        assert result.text_digest == text_digest(texts)

@@ -23,27 +23,29 @@ from tuner.workload import load_workload
 from tuner.workload.capture import CaptureSettings, parse_listen, recordable, run_capture
 
 
-def _chunk(text: str | None, usage: dict | None = None) -> bytes:
-    body: dict = {"id": "x", "choices": [] if text is None else [{"index": 0, "text": text}]}
+def _chunk(text: str | None, usage: dict | None = None, index: int = 0) -> bytes:
+    body: dict = {"id": "x", "choices": [] if text is None else [{"index": index, "text": text}]}
     if usage:
         body["usage"] = usage
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
 async def _completions(request: web.Request) -> web.StreamResponse:
-    """Answers 'a b c' (3 tokens); waits `delay` seconds first when the prompt says so."""
+    """Answers 'a b c' (3 tokens) per choice; waits `delay` seconds first when the prompt says so."""
     body = await request.json()
     if body.get("prompt") == "bad":
         return web.json_response({"error": "bad prompt"}, status=400)
     if match := re.search(r"delay=([\d.]+)", body.get("prompt", "")):
         await asyncio.sleep(float(match.group(1)))
-    usage = {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}
+    n = body.get("n", 1)
+    usage = {"prompt_tokens": 2, "completion_tokens": 3 * n, "total_tokens": 2 + 3 * n}  # as vLLM: all choices
     if not body.get("stream"):
-        return web.json_response({"choices": [{"text": "a b c"}], "usage": usage})
+        return web.json_response({"choices": [{"index": i, "text": "a b c"} for i in range(n)], "usage": usage})
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
     for word in ("a", " b", " c"):
-        await response.write(_chunk(word))
+        for index in range(n):
+            await response.write(_chunk(word, index=index))
     if (body.get("stream_options") or {}).get("include_usage"):
         await response.write(_chunk(None, usage))
     await response.write(b"data: [DONE]\n\n")
@@ -193,3 +195,43 @@ def test_port_in_use_is_one_sentence(upstream: str, tmp_path: Path) -> None:
         run_capture(CaptureSettings(upstream=upstream, out=tmp_path / "b.jsonl", port=capture.settings.port))
     httpx.post(capture.url + "/v1/completions", json={"model": "m", "prompt": "x"})
     capture.wait()
+
+
+def test_n_stop_penalties_logprobs_and_tools_are_recorded(upstream: str, tmp_path: Path) -> None:
+    out = tmp_path / "cap.jsonl"
+    capture = Capture(settings(upstream, out, max_requests=3))
+    completion = {"model": "m", "prompt": "p", "max_tokens": 3, "n": 2, "stop": ["\n\n"], "temperature": 0.8,
+                  "seed": 1, "presence_penalty": 0.5, "frequency_penalty": 0.1, "logprobs": 2,
+                  "response_format": {"type": "json_object"}, "stream": True}
+    proxied = httpx.post(capture.url + "/v1/completions", json=completion).text
+    assert proxied == httpx.post(upstream + "/v1/completions", json=completion).text
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "n": 3, "stop": "x",
+            "logprobs": True, "top_logprobs": 2, "tools": tools, "tool_choice": "auto"}
+    assert httpx.post(capture.url + "/v1/chat/completions", json=chat).json()["usage"]["completion_tokens"] == 9
+    # vLLM would refuse this; the workload format does too, so it is skipped with the reason.
+    httpx.post(capture.url + "/v1/completions", json={"model": "m", "prompt": "p", "presence_penalty": 7})
+    summary = capture.wait()
+    first, second = [json.loads(x) for x in out.read_text().splitlines()]
+    # output_tokens is per choice: the usage report's 6 (stream) and 9 (chat) tokens over n.
+    assert {k: first[k] for k in ("n", "max_tokens", "output_tokens")} == {"n": 2, "max_tokens": 3, "output_tokens": 3}
+    assert first["stop"] == ["\n\n"] and first["logprobs"] == 2 and first["presence_penalty"] == 0.5
+    assert first["frequency_penalty"] == 0.1 and first["response_format"] == {"type": "json_object"}
+    assert (second["n"], second["output_tokens"], second["stop"]) == (3, 3, "x")
+    assert (second["logprobs"], second["top_logprobs"], second["tools"], second["tool_choice"]) == (True, 2, tools, "auto")
+    (reason,) = summary.skipped
+    assert "'presence_penalty' must be a number in [-2, 2]" in reason
+    loaded = load_workload(out).requests
+    assert [r.choices for r in loaded] == [2, 3] and loaded[1].tools == tools
+
+
+def test_usage_is_asked_for_without_encoding_the_body_again() -> None:
+    from tuner.workload.capture import _asking_usage
+
+    body = b'{"prompt": "caf\\u00e9",  "stream": true}\n'
+    asked = _asking_usage(body, json.loads(body))
+    assert asked.startswith(b'{"prompt": "caf\\u00e9",  "stream": true')  # the client's bytes, kept
+    assert json.loads(asked) == {"prompt": "caf\u00e9", "stream": True, "stream_options": {"include_usage": True}}
+    options = {"prompt": "x", "stream": True, "stream_options": {"continuous_usage_stats": True}}
+    assert json.loads(_asking_usage(json.dumps(options).encode(), options))["stream_options"] == {
+        "continuous_usage_stats": True, "include_usage": True}

@@ -59,3 +59,14 @@ def test_server_command_not_found(good, tmp_path):
     result = run("measure", "--workload", str(good), "--model", "m",
                  "--server-cmd", "no-such-vllm-binary serve {model}", cwd=tmp_path)
     assert_user_error(result, "'no-such-vllm-binary' was not found")
+
+
+def test_workload_not_utf8_names_file_line_and_fix(tmp_path):
+    bad = tmp_path / "latin1.jsonl"
+    bad.write_bytes(b'{"prompt": "ok"}\n{"prompt": "caf\xe9"}\n')
+    sentence = f"{bad}:2: byte 0xe9 at column 16 is not UTF-8 (invalid continuation byte); save the file as UTF-8"
+    assert_user_error(run("measure", "--workload", str(bad), "--model", "m", cwd=tmp_path), sentence)
+    assert_user_error(run("workload", "stats", str(bad), cwd=tmp_path), sentence)
+    imported = run("workload", "import", str(bad), "--from", "vllm-custom", "--out", str(tmp_path / "o.jsonl"),
+                   cwd=tmp_path)
+    assert_user_error(imported, sentence)

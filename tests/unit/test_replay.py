@@ -14,7 +14,7 @@ from aiohttp import web
 from tuner.engine.server import free_port
 from tuner.errors import UsageError
 from tuner.replay import LoadSpec, RequestResult, replay, summarize
-from tuner.replay.client import request_body, start_offsets
+from tuner.replay.client import request_body, start_offsets, text_digest
 from tuner.workload import Request
 
 
@@ -41,6 +41,15 @@ class FakeServer:
         await response.prepare(request)
         if self.mode == "no-usage":
             await response.write(sse({"choices": [{"text": "x"}]}))
+        elif body.get("n", 1) > 1:
+            # vLLM: one choice per chunk, by index, interleaved as the choices progress; the usage
+            # report totals all choices. The order changes from request to request.
+            texts = [[f"c{i}-{t} " for t in range(body["max_tokens"])] for i in range(body["n"])]
+            events = [(t, i) for i in range(body["n"]) for t in range(body["max_tokens"])]
+            events.sort(key=lambda e: (e[0], (e[1] + len(self.seen)) % body["n"]))
+            await response.write(sse(*[{"choices": [{"index": i, "text": texts[i][t]}]} for t, i in events],
+                                     {"choices": [], "usage": {"completion_tokens": body["n"] * body["max_tokens"],
+                                                               "prompt_tokens": 5}}))
         elif request.path == "/v1/chat/completions":
             await response.write(sse(
                 {"choices": [{"delta": {"role": "assistant", "content": ""}}]},
@@ -160,3 +169,35 @@ def test_offsets_for_trace_and_rate():
 def test_bad_load_options(kwargs, reason):
     with pytest.raises(UsageError, match=reason):
         LoadSpec(**kwargs)
+
+
+def test_captured_fields_are_sent_as_captured():
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    chat = Request(line=1, messages=({"role": "user", "content": "q"},), n=2, stop=("\n", "END"),
+                   presence_penalty=0.5, frequency_penalty=-0.5, logprobs=True, top_logprobs=3,
+                   response_format={"type": "json_object"}, tools=tools, tool_choice="auto",
+                   temperature=0.8, top_k=5, max_tokens=64, output_tokens=10)
+    _, body = request_body(chat, "m", 99)
+    assert body["n"] == 2 and body["stop"] == ["\n", "END"] and body["top_k"] == 5
+    assert (body["presence_penalty"], body["frequency_penalty"]) == (0.5, -0.5)
+    assert (body["logprobs"], body["top_logprobs"]) == (True, 3)
+    assert body["response_format"] == {"type": "json_object"} and body["tools"] == tools
+    assert body["tool_choice"] == "auto"
+    # output_tokens is one choice's length: vLLM's max_tokens is per choice too.
+    assert body["max_tokens"] == 10 and body["ignore_eos"] is True
+    _, plain = request_body(Request(line=2, prompt="p", stop="x", logprobs=0), "m", 99)
+    assert plain["stop"] == "x" and plain["logprobs"] == 0 and "n" not in plain and "tools" not in plain
+
+
+def test_n_choices_are_counted_per_choice(fake):
+    requests = [Request(line=i, prompt="a", n=2, output_tokens=6, temperature=1.0) for i in range(2)]
+    results, duration = replay(fake.url, "m", requests, LoadSpec())
+    assert [r.choices for r in results] == [2, 2]
+    assert [r.output_tokens for r in results] == [12, 12]  # the usage report: both choices
+    # The two streams interleaved the choices differently; each choice's text is the same.
+    expected = text_digest(["".join(f"c{i}-{t} " for t in range(6)) for i in range(2)])
+    assert [r.text_digest for r in results] == [expected, expected]
+    first = results[0]
+    assert first.tokens_per_choice == 6
+    assert first.tpot_s == pytest.approx((first.e2e_s - first.ttft_s) / 5)  # per choice, not / 11
+    assert summarize(results, duration).output_tokens == 24

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from tuner.errors import WorkloadError
-from tuner.workload import load_workload
+from tuner.workload import load_workload, write_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,6 +60,21 @@ def test_loads_prompt_and_messages_and_takes_type_from_stem(tmp_path):
         ('{"prompt": "a", "arrival_s": "soon"}', "'arrival_s' must be a number"),
         ('{"prompt": "a", "id": [1]}', "'id' must be a string or an integer"),
         ('{"prompt": "a", "max_token": 3}', "unknown field 'max_token'"),
+        ('{"prompt": "a", "n": 0}', "'n' must be a positive integer"),
+        ('{"prompt": "a", "top_k": -2}', "'top_k' must be an integer >= 0"),
+        ('{"prompt": "a", "stop": ["x", 1]}', "'stop' must be a string or a list of strings"),
+        ('{"prompt": "a", "presence_penalty": 2.5}', "'presence_penalty' must be a number in [-2, 2]"),
+        ('{"prompt": "a", "frequency_penalty": "1"}', "'frequency_penalty' must be a number in [-2, 2]"),
+        ('{"prompt": "a", "logprobs": true}', "'logprobs' of a completion request must be an integer"),
+        ('{"messages": [{"role": "user", "content": "b"}], "logprobs": 2}', "must be true or false"),
+        ('{"messages": [{"role": "user", "content": "b"}], "top_logprobs": 2}', "needs 'logprobs': true"),
+        ('{"messages": [{"role": "user", "content": "b"}], "logprobs": true, "top_logprobs": -2}',
+         "'top_logprobs' must be an integer >= 0"),
+        ('{"prompt": "a", "response_format": "json"}', "'response_format' must be an object"),
+        ('{"messages": [{"role": "user", "content": "b"}], "tools": {"type": "function"}}',
+         "'tools' must be a list of tool objects"),
+        ('{"messages": [{"role": "user", "content": "b"}], "tool_choice": 1}', "'tool_choice' must be"),
+        ('{"prompt": "a", "tools": []}', "'tools' is a chat field"),
     ],
 )
 def test_each_bad_line_is_reported_with_file_and_line(tmp_path, line, reason):
@@ -92,10 +107,12 @@ def test_missing_file_and_folder(tmp_path):
     assert "is a folder" in problems(tmp_path)[0]
 
 
-def test_not_utf8(tmp_path):
+def test_not_utf8_names_the_line_and_column_of_the_first_bad_byte(tmp_path):
     path = tmp_path / "bin.jsonl"
-    path.write_bytes(b'{"prompt": "\xff\xfe"}\n')
-    assert "not UTF-8" in problems(path)[0]
+    # Line 1 is UTF-8 beyond ASCII; line 3 is Latin-1 (é as one byte); line 4 is not reached.
+    path.write_bytes('{"prompt": "é"}\n'.encode() + b'\n{"prompt": "caf\xe9"}\n{"prompt": "\xff"}\n')
+    assert problems(path) == [f"{path}:3: byte 0xe9 at column 16 is not UTF-8 (invalid continuation byte); "
+                              "save the file as UTF-8"]
 
 
 @pytest.mark.parametrize("name", ["code", "chat"])
@@ -112,3 +129,25 @@ def test_default_seeds_only_for_sampled_requests_without_one(tmp_path):
                  '{"prompt": "c", "seed": 9}', '{"prompt": "d"}')
     seeded = load_workload(path).with_default_seeds(100)
     assert [r.seed for r in seeded.requests] == [None, 102, 9, 104]
+
+
+def test_sampling_output_and_tool_fields_load_and_write_back(tmp_path):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    lines = [
+        {"prompt": "a", "top_k": 20, "n": 2, "stop": ["\n\n", "END"], "presence_penalty": 0.5,
+         "frequency_penalty": -1, "logprobs": 3, "response_format": {"type": "json_object"},
+         "output_tokens": 8},
+        {"messages": [{"role": "user", "content": "b"}], "stop": "x", "logprobs": True,
+         "top_logprobs": 5, "tools": tools, "tool_choice": {"type": "function", "function": {"name": "f"}}},
+    ]
+    path = write(tmp_path, *(json.dumps(line) for line in lines))
+    first, second = load_workload(path).requests
+    assert (first.n, first.stop, first.choices, first.output_tokens) == (2, ("\n\n", "END"), 2, 8)
+    assert (first.presence_penalty, first.frequency_penalty, first.logprobs) == (0.5, -1, 3)
+    assert first.response_format == {"type": "json_object"}
+    assert (second.stop, second.logprobs, second.top_logprobs, second.tools) == ("x", True, 5, tools)
+    assert second.choices == 1 and second.tool_choice["function"] == {"name": "f"}
+    # The writer keeps every field: a file written back loads to the same requests.
+    again = tmp_path / "again.jsonl"
+    write_workload(again, load_workload(path).requests)
+    assert [json.loads(x) for x in again.read_text().splitlines()] == lines

@@ -2,7 +2,10 @@
 
 TTFT is the time to the first streamed chunk that carries text; the output token count comes
 from the final usage report (``stream_options.include_usage``), never from counting chunks,
-because with speculation one chunk can carry several tokens.
+because with speculation one chunk can carry several tokens. With ``n`` > 1 each chunk carries
+one choice (its ``index``) and vLLM's usage report totals the tokens of all choices, so TPOT
+divides by the tokens per choice, and the text digest is taken per choice, in index order
+(the choices' chunks interleave differently from run to run).
 
 aiohttp rather than httpx here (httpx serves every other request of the tuner): aiohttp parses
 HTTP in C and hands over whole buffers, and the connection goes back to the pool once the
@@ -68,20 +71,34 @@ class RequestResult:
     error: str | None = None
     ttft_s: float | None = None
     e2e_s: float | None = None
-    output_tokens: int = 0
+    output_tokens: int = 0  # of all choices together
     prompt_tokens: int | None = None
     text_digest: str | None = None  # sha256 of the generated text, to compare runs
     greedy: bool = False  # sent with temperature 0: its text must not depend on the config
     # The generated token ids of a greedy request (vLLM's ``return_token_ids``), to locate the
     # first token where a config's output leaves the baseline's.
     token_ids: tuple[int, ...] | None = None
+    choices: int = 1  # the choices the stream carried (n); they are decoded side by side
+
+    @property
+    def tokens_per_choice(self) -> float:
+        """Exact for a replayed ``output_tokens`` (every choice generates that many); the mean
+        when choices ended at different lengths."""
+        return self.output_tokens / max(1, self.choices)
 
     @property
     def tpot_s(self) -> float | None:
-        """(e2e - TTFT) / (output tokens - 1): the decode time per token after the first."""
-        if not self.ok or self.output_tokens < 2 or self.ttft_s is None or self.e2e_s is None:
+        """(e2e - TTFT) / (tokens per choice - 1): the decode time per token after the first."""
+        per_choice = self.tokens_per_choice
+        if not self.ok or per_choice < 2 or self.ttft_s is None or self.e2e_s is None:
             return None
-        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+        return (self.e2e_s - self.ttft_s) / (per_choice - 1)
+
+
+# Request fields sent as the workload gives them (tools and response_format opaque).
+SENT_AS_CAPTURED = ("temperature", "top_p", "top_k", "seed", "n", "stop", "presence_penalty",
+                    "frequency_penalty", "logprobs", "top_logprobs", "response_format", "tools",
+                    "tool_choice")
 
 
 def request_body(request: Request, model: str, default_max_tokens: int) -> tuple[str, dict[str, Any]]:
@@ -94,13 +111,13 @@ def request_body(request: Request, model: str, default_max_tokens: int) -> tuple
     body: dict[str, Any] = {"model": model, "stream": True,
                             "stream_options": {"include_usage": True}}
     if request.output_tokens is not None:
-        body["max_tokens"] = request.output_tokens
-        body["ignore_eos"] = True
+        body["max_tokens"] = request.output_tokens  # per choice, as vLLM reads max_tokens
+        body["ignore_eos"] = True  # the EOS token only: stop strings still end a choice
     else:
         body["max_tokens"] = request.max_tokens or default_max_tokens
-    for name in ("temperature", "top_p", "seed"):
+    for name in SENT_AS_CAPTURED:
         if (value := getattr(request, name)) is not None:
-            body[name] = value
+            body[name] = list(value) if isinstance(value, tuple) else value
     if request.temperature == 0:
         body["return_token_ids"] = True  # a few bytes per chunk; ignored by servers without it
     if request.is_chat:
@@ -110,19 +127,56 @@ def request_body(request: Request, model: str, default_max_tokens: int) -> tuple
     return "/v1/completions", body
 
 
-def _chunk_token_ids(chunk: dict[str, Any]) -> list[int]:
-    choices = chunk.get("choices") or []
-    return list(choices[0].get("token_ids") or ()) if choices else []
-
-
-def _chunk_text(chunk: dict[str, Any]) -> str:
-    choices = chunk.get("choices") or []
-    if not choices:
-        return ""
-    choice = choices[0]
+def _choice_text(choice: dict[str, Any]) -> str:
+    """A choice's new text: completions' ``text``, chat's content or tool-call deltas."""
     if "text" in choice:
         return choice["text"] or ""
-    return (choice.get("delta") or {}).get("content") or ""
+    delta = choice.get("delta") or {}
+    text = delta.get("content") or ""
+    for call in delta.get("tool_calls") or ():
+        function = call.get("function") or {}
+        text += (function.get("name") or "") + (function.get("arguments") or "")
+    return text
+
+
+class _Choices:
+    """Each choice's text digest and token ids, by ``index``."""
+
+    def __init__(self) -> None:
+        self.text: dict[int, Any] = {}
+        self.token_ids: dict[int, list[int]] = {}
+
+    def add(self, choice: dict[str, Any]) -> str:
+        index = choice.get("index") or 0
+        if index not in self.text:
+            self.text[index], self.token_ids[index] = hashlib.sha256(), []
+        piece = _choice_text(choice)
+        if piece:
+            self.text[index].update(piece.encode())
+        self.token_ids[index] += choice.get("token_ids") or ()
+        return piece
+
+    def digest(self) -> str:
+        """One choice: the sha256 of its text (as before n was replayed); several: of their
+        digests in index order."""
+        if len(self.text) <= 1:
+            return (next(iter(self.text.values()), None) or hashlib.sha256()).hexdigest()[:32]
+        return choice_digest(h.hexdigest() for _, h in sorted(self.text.items()))
+
+    def all_token_ids(self) -> list[int]:
+        return [t for _, ids in sorted(self.token_ids.items()) for t in ids]
+
+
+def choice_digest(digests: Any) -> str:
+    """The digest of several choices from their own sha256 hex digests, in index order."""
+    return hashlib.sha256("\n".join(digests).encode()).hexdigest()[:32]
+
+
+def text_digest(texts: Sequence[str]) -> str:
+    """The digest a replay reports for a request whose choices generated ``texts`` (index order)."""
+    if len(texts) == 1:
+        return hashlib.sha256(texts[0].encode()).hexdigest()[:32]
+    return choice_digest(hashlib.sha256(t.encode()).hexdigest() for t in texts)
 
 
 async def send_request(
@@ -133,8 +187,7 @@ async def send_request(
     sent = time.perf_counter()
     ttft: float | None = None
     usage: dict[str, Any] | None = None
-    text = hashlib.sha256()
-    token_ids: list[int] = []
+    choices = _Choices()
 
     def failed(error: str) -> RequestResult:
         return RequestResult(request.label, sent - t0, ok=False, error=error, ttft_s=ttft)
@@ -153,11 +206,9 @@ async def send_request(
                         if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
                             continue
                         chunk = json.loads(line[5:])
-                        if piece := _chunk_text(chunk):
-                            if ttft is None:
+                        for choice in chunk.get("choices") or ():
+                            if choices.add(choice) and ttft is None:
                                 ttft = time.perf_counter() - sent
-                            text.update(piece.encode())
-                        token_ids += _chunk_token_ids(chunk)
                         if chunk.get("usage"):
                             usage = chunk["usage"]
     except asyncio.TimeoutError:
@@ -175,8 +226,9 @@ async def send_request(
     return RequestResult(
         request.label, sent - t0, ok=True, ttft_s=ttft if ttft is not None else e2e, e2e_s=e2e,
         output_tokens=output_tokens, prompt_tokens=usage.get("prompt_tokens"),
-        text_digest=text.hexdigest()[:32], greedy=request.temperature == 0,
-        token_ids=tuple(token_ids) if token_ids else None,
+        text_digest=choices.digest(), greedy=request.temperature == 0,
+        token_ids=tuple(ids) if (ids := choices.all_token_ids()) else None,
+        choices=max(1, len(choices.text)),
     )
 
 

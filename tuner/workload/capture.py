@@ -29,9 +29,10 @@ from typing import IO, Any
 
 import aiohttp
 from aiohttp import web
-from aiohttp.tcp_helpers import tcp_nodelay
+from yarl import URL
 
 from tuner.errors import TunerError, UsageError
+from tuner.workload.loader import check_fields
 from tuner.workload.model import Request
 from tuner.workload.writer import write_line
 
@@ -43,6 +44,9 @@ _SKIP_RESPONSE_HEADERS = {"content-length", "transfer-encoding", "connection", "
                           "content-encoding", "date", "server"}
 REDACTED = "[redacted]"
 _FINISHED = re.compile(rb'"finish_reason":\s*"')  # a choice that finished (not null)
+# Replayed as the client sent them (the loader checks them as it checks a workload file).
+_PASSED = ("temperature", "top_p", "top_k", "seed", "n", "stop", "presence_penalty", "frequency_penalty",
+           "logprobs", "top_logprobs", "response_format", "tools", "tool_choice")
 
 
 @dataclass(frozen=True)
@@ -128,9 +132,9 @@ def recordable(body: dict[str, Any], kind: str) -> tuple[dict[str, Any] | None, 
     max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
     if isinstance(max_tokens, int) and max_tokens > 0:
         fields["max_tokens"] = max_tokens
-    for name in ("temperature", "top_p", "seed"):
-        if isinstance(body.get(name), (int, float)) and not isinstance(body.get(name), bool):
-            fields[name] = body[name]
+    fields.update((name, body[name]) for name in _PASSED if body.get(name) is not None)
+    if problem := check_fields(fields):
+        return None, f"a field the workload format refuses ({problem})"
     return fields, None
 
 
@@ -150,6 +154,7 @@ class Recorder:
         self.next_to_write = 0
         self.done: dict[int, Request | None] = {}  # finished, waiting for earlier arrivals
         self.accepting = True
+        self.reported = 0.0  # when on_record was last called
         self.idle = asyncio.Event()  # set when no recorded request is in flight
         self.idle.set()
         self.stop = asyncio.Event()
@@ -189,7 +194,10 @@ class Recorder:
             if ready is not None:
                 write_line(self.out, ready)
                 self.summary.recorded += 1
-                if self.on_record:
+                # At most 5 progress updates a second: the CLI's status line costs more to
+                # redraw than the line costs to write.
+                if self.on_record and (now := time.monotonic()) - self.reported >= 0.2:
+                    self.reported = now
                     self.on_record(self.summary)
         if self.next_to_write == self.next_seq:
             self.idle.set()
@@ -205,9 +213,11 @@ class Recorder:
         if messages is not None:
             messages = tuple({**m, "content": self.redact(m["content"])} for m in messages)
         prompt = self.redact(fields["prompt"]) if "prompt" in fields else None
+        passed = {name: fields.get(name) for name in _PASSED}
+        if isinstance(passed["stop"], list):
+            passed["stop"] = tuple(passed["stop"])
         return Request(line=seq + 1, prompt=prompt, messages=messages,
-                       max_tokens=fields.get("max_tokens"), temperature=fields.get("temperature"),
-                       top_p=fields.get("top_p"), seed=fields.get("seed"), arrival_s=arrival_s,
+                       max_tokens=fields.get("max_tokens"), **passed, arrival_s=arrival_s,
                        id=f"capture-{seq + 1:05d}", output_tokens=output_tokens,
                        type=self.settings.workload_type)
 
@@ -226,14 +236,17 @@ def _sse_chunk(event: bytes) -> dict[str, Any] | None:
 
 class UsageReader:
     """Reads the usage report out of a stream and, when the client did not ask for it, removes
-    it. vLLM then puts the response's ``system_fingerprint`` on the last choice event instead
-    of the usage event, so events that finish a choice are held until the usage event comes
-    (it follows at once) and get the fingerprint: the client sees what vLLM would have sent."""
+    it. vLLM then puts the server's ``system_fingerprint`` on each event that finishes a choice
+    instead of on the usage event: the client sees what vLLM would have sent. The fingerprint is
+    the server's, so once one usage event showed it (``seen``, shared by the proxy's requests),
+    such events get it at once; before that they are held until the usage event comes (it
+    follows at once), or until another choice's event comes (n > 1), which keeps their order."""
 
-    def __init__(self, client_wants_usage: bool):
+    def __init__(self, client_wants_usage: bool, seen: dict[str, Any] | None = None):
         self.client_wants_usage = client_wants_usage
         self.usage: dict[str, Any] | None = None
         self.held: list[bytes] = []
+        self.seen = seen if seen is not None else {}  # "fingerprint": the upstream's last one
 
     def feed(self, event: bytes) -> list[bytes]:
         """Events to forward now, each ending with a blank line."""
@@ -244,6 +257,8 @@ class UsageReader:
         chunk = _sse_chunk(event)
         if chunk is not None and chunk.get("usage"):
             self.usage = chunk["usage"]
+            if "system_fingerprint" in chunk:
+                self.seen["fingerprint"] = chunk["system_fingerprint"]
         if self.client_wants_usage:
             return [event + b"\n\n"]
         if chunk is not None and chunk.get("usage") and not chunk.get("choices"):
@@ -251,6 +266,8 @@ class UsageReader:
             return self._release(fingerprint)
         if chunk is not None and any(c.get("finish_reason") for c in chunk.get("choices") or ()):
             self.held.append(event)
+            if "fingerprint" in self.seen:
+                return self._release(self.seen["fingerprint"])
             return []
         return [*self._release(None), event + b"\n\n"]
 
@@ -274,6 +291,16 @@ class CaptureProxy:
         self.recorder = recorder
         self.upstream = settings.upstream.rstrip("/")
         self.session: aiohttp.ClientSession | None = None
+        self.urls: dict[str, URL] = {}  # path?query -> upstream URL, parsed once
+        self.seen: dict[str, Any] = {}  # what UsageReader learnt of the upstream
+
+    def url(self, path_qs: str) -> URL:
+        url = self.urls.get(path_qs)
+        if url is None:
+            url = URL(self.upstream + path_qs, encoded=True)  # the client's path, already quoted
+            if len(self.urls) < 1024:  # query strings could make the cache grow without end
+                self.urls[path_qs] = url
+        return url
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         assert self.session is not None
@@ -289,15 +316,14 @@ class CaptureProxy:
         streaming = bool(parsed and parsed.get("stream"))
         client_wants_usage = bool(parsed and (parsed.get("stream_options") or {}).get("include_usage"))
         if admitted and streaming and not client_wants_usage:
-            parsed = {**parsed, "stream_options": {**(parsed.get("stream_options") or {}), "include_usage": True}}
-            body = json.dumps(parsed).encode()
+            body = _asking_usage(body, parsed)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _SKIP_REQUEST_HEADERS}
         usage: dict[str, Any] | None = None
         # complete: the whole response came from upstream and was handed to the client. The line
         # is written before the response ends, so a client that saw the end finds it in the file.
         status, complete = 0, False
         try:
-            async with self.session.request(request.method, self.upstream + request.path_qs,
+            async with self.session.request(request.method, self.url(request.path_qs),
                                             data=body, headers=headers) as upstream:
                 status = upstream.status
                 out_headers = {k: v for k, v in upstream.headers.items()
@@ -310,14 +336,11 @@ class CaptureProxy:
                     if admitted:
                         admitted = self._finish(admitted, fields or {}, status, usage, complete)
                     return web.Response(status=upstream.status, body=data, headers=out_headers)
+                # No tcp_nodelay() here: asyncio and uvloop set TCP_NODELAY on every connection.
                 response = web.StreamResponse(status=upstream.status, headers=out_headers)
-                if request.transport is not None:
-                    # Without it, Nagle's algorithm holds the first event until the client ACKs
-                    # the headers (a delayed ACK: +50 ms TTFT measured at concurrency 1).
-                    tcp_nodelay(request.transport, True)
                 await response.prepare(request)
                 pending = b""
-                reader = UsageReader(client_wants_usage)
+                reader = UsageReader(client_wants_usage, self.seen)
                 async for data in upstream.content.iter_any():
                     if not admitted:  # nothing to read: pass bytes straight on
                         await response.write(data)
@@ -351,10 +374,22 @@ class CaptureProxy:
             self.recorder.finish(seq, None, "response cut off (the client went away, the upstream "
                                             "failed or the capture stopped)")
         else:
-            tokens = (usage or {}).get("completion_tokens")
-            output_tokens = tokens if isinstance(tokens, int) and tokens > 0 else None
+            # vLLM's usage counts the tokens of all n choices; a workload line holds one choice's.
+            tokens, n = (usage or {}).get("completion_tokens"), fields.get("n") or 1
+            output_tokens = max(1, (tokens + n // 2) // n) if isinstance(tokens, int) and tokens > 0 else None
             self.recorder.finish(seq, self.recorder.to_request(seq, arrival_s, fields, output_tokens))
         return None
+
+
+def _asking_usage(body: bytes, parsed: dict[str, Any]) -> bytes:
+    """The body with ``stream_options.include_usage`` on. Appended to the bytes as they came
+    when the client sent no stream_options (the usual case): cheaper than encoding the whole
+    body again, which a long prompt makes costly."""
+    head = body.rstrip()
+    if "stream_options" not in parsed and head.endswith(b"}") and parsed:
+        return head[:-1] + b', "stream_options": {"include_usage": true}}'
+    options = {**(parsed.get("stream_options") or {}), "include_usage": True}
+    return json.dumps({**parsed, "stream_options": options}).encode()
 
 
 def _json_object(data: bytes) -> dict[str, Any] | None:
@@ -395,6 +430,17 @@ async def _serve(settings: CaptureSettings, out: IO[str], summary: CaptureSummar
             await runner.cleanup()
 
 
+def _event_loop_run(main: Any) -> None:
+    """uvloop where it is installed (vLLM's own dependency): it cut the proxy's CPU per request
+    (docs/capture.md); asyncio's loop otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+    else:
+        uvloop.run(main)
+
+
 def run_capture(settings: CaptureSettings, on_ready: Callable[[], None] | None = None,
                 on_record: Callable[[CaptureSummary], None] | None = None) -> CaptureSummary:
     """Proxy and record until a cap is reached or the user interrupts (Ctrl-C, SIGTERM).
@@ -409,5 +455,5 @@ def run_capture(settings: CaptureSettings, on_ready: Callable[[], None] | None =
     except OSError as exc:
         raise TunerError(f"cannot write {settings.out} ({exc.strerror}); pass another --out") from None
     with out, contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(settings, out, summary, on_ready, on_record))
+        _event_loop_run(_serve(settings, out, summary, on_ready, on_record))
     return summary

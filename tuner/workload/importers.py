@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import UsageError, WorkloadError
-from tuner.workload.loader import MAX_PROBLEMS, _is_int, _is_number
+from tuner.workload.loader import MAX_PROBLEMS, _is_int, _is_number, not_utf8
 from tuner.workload.model import Request
 from tuner.workload.tokens import load_tokenizer
 from tuner.workload.writer import write_workload
@@ -141,14 +141,16 @@ def _to_stderr(note: str) -> None:
 
 
 def _read(source: Path) -> str:
+    data = b""
     try:
-        return source.read_text(encoding="utf-8")
+        data = source.read_bytes()
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise UsageError(f"{source}: no such file; pass the path of the file to import") from None
     except IsADirectoryError:
         raise UsageError(f"{source}: is a folder; pass the path of the file to import") from None
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{source}: not UTF-8 text ({exc.reason}); save it as UTF-8") from None
+        raise UsageError(not_utf8(source, data, exc)) from None
     except OSError as exc:
         raise UsageError(
             f"{source}: cannot be read ({exc.strerror}); check its permissions") from None

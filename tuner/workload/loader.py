@@ -10,9 +10,12 @@ from tuner.errors import WorkloadError
 from tuner.workload.model import Request, Workload
 
 FIELDS = (
-    "prompt", "messages", "max_tokens", "temperature", "top_p", "seed",
+    "prompt", "messages", "max_tokens", "temperature", "top_p", "top_k", "seed",
+    "n", "stop", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs",
+    "response_format", "tools", "tool_choice",
     "arrival_s", "id", "output_tokens", "type",
 )
+CHAT_ONLY = ("top_logprobs", "tools", "tool_choice")
 MAX_PROBLEMS = 20  # enough to fix a file in one go without flooding the terminal
 
 
@@ -37,7 +40,49 @@ def _check_messages(messages: Any) -> str | None:
     return None
 
 
-def _check_fields(obj: dict[str, Any]) -> str | None:
+def _check_logprobs(obj: dict[str, Any], chat: bool) -> str | None:
+    """The two APIs' logprobs, as vLLM takes them: an int (-1: all) for completions; a bool,
+    with ``top_logprobs`` only when it is true, for chat."""
+    logprobs = obj.get("logprobs")
+    if chat:
+        if "logprobs" in obj and not isinstance(logprobs, bool):
+            return f"'logprobs' of a chat request must be true or false, got {logprobs!r}"
+        top = obj.get("top_logprobs")
+        if "top_logprobs" in obj and not (_is_int(top) and top >= -1):
+            return f"'top_logprobs' must be an integer >= 0 (or -1 for all), got {top!r}"
+        if top and not logprobs:
+            return "'top_logprobs' needs 'logprobs': true"
+    elif "logprobs" in obj and not (_is_int(logprobs) and logprobs >= -1):
+        return f"'logprobs' of a completion request must be an integer >= 0 (or -1 for all), got {logprobs!r}"
+    return None
+
+
+def _check_sampling(obj: dict[str, Any]) -> str | None:
+    """n, stop, penalties, response_format and tools (these two opaque beyond their shape)."""
+    if "top_k" in obj and not (_is_int(obj["top_k"]) and obj["top_k"] >= -1):
+        return f"'top_k' must be an integer >= 0 (0 or -1: off), got {obj['top_k']!r}"
+    if "n" in obj and not (_is_int(obj["n"]) and obj["n"] > 0):
+        return f"'n' must be a positive integer, got {obj['n']!r}"
+    stop = obj.get("stop")
+    if "stop" in obj and not (isinstance(stop, str) or
+                              (isinstance(stop, list) and all(isinstance(s, str) for s in stop))):
+        return f"'stop' must be a string or a list of strings, got {stop!r}"
+    for name in ("presence_penalty", "frequency_penalty"):
+        if name in obj and not (_is_number(obj[name]) and -2 <= obj[name] <= 2):
+            return f"'{name}' must be a number in [-2, 2], got {obj[name]!r}"
+    form = obj.get("response_format")
+    if "response_format" in obj and not (isinstance(form, dict) and isinstance(form.get("type"), str)):
+        return f"'response_format' must be an object with a string 'type', got {form!r}"
+    tools = obj.get("tools")
+    if "tools" in obj and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
+        return f"'tools' must be a list of tool objects, got {tools!r}"
+    choice = obj.get("tool_choice")
+    if "tool_choice" in obj and not isinstance(choice, (str, dict)):
+        return f"'tool_choice' must be a string or an object, got {choice!r}"
+    return None
+
+
+def check_fields(obj: dict[str, Any]) -> str | None:
     """Return the first problem with one parsed line, or None when it is valid."""
     unknown = sorted(set(obj) - set(FIELDS))
     if unknown:
@@ -66,7 +111,17 @@ def _check_fields(obj: dict[str, Any]) -> str | None:
         return f"'id' must be a string or an integer, got {obj['id']!r}"
     if "type" in obj and not isinstance(obj["type"], str):
         return f"'type' must be a string, got {obj['type']!r}"
-    return None
+    if not has_messages and (chat_only := [name for name in CHAT_ONLY if name in obj]):
+        return f"'{chat_only[0]}' is a chat field; a 'prompt' line cannot have it"
+    return _check_logprobs(obj, has_messages) or _check_sampling(obj)
+
+
+def not_utf8(path: Path, data: bytes, exc: UnicodeDecodeError) -> str:
+    """``FILE:LINE:`` and column of the first byte that is not UTF-8, and the fix."""
+    line = data.count(b"\n", 0, exc.start) + 1
+    column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1  # in bytes
+    return (f"{path}:{line}: byte 0x{data[exc.start]:02x} at column {column} is not UTF-8 "
+            f"({exc.reason}); save the file as UTF-8")
 
 
 def _to_request(line: int, obj: dict[str, Any]) -> Request:
@@ -77,7 +132,17 @@ def _to_request(line: int, obj: dict[str, Any]) -> Request:
         max_tokens=obj.get("max_tokens"),
         temperature=obj.get("temperature"),
         top_p=obj.get("top_p"),
+        top_k=obj.get("top_k"),
         seed=obj.get("seed"),
+        n=obj.get("n"),
+        stop=tuple(obj["stop"]) if isinstance(obj.get("stop"), list) else obj.get("stop"),
+        presence_penalty=obj.get("presence_penalty"),
+        frequency_penalty=obj.get("frequency_penalty"),
+        logprobs=obj.get("logprobs"),
+        top_logprobs=obj.get("top_logprobs"),
+        response_format=obj.get("response_format"),
+        tools=obj.get("tools"),
+        tool_choice=obj.get("tool_choice"),
         arrival_s=float(obj["arrival_s"]) if "arrival_s" in obj else None,
         id=str(obj["id"]) if "id" in obj else None,
         output_tokens=obj.get("output_tokens"),
@@ -93,13 +158,14 @@ def load_workload(path: str | Path, workload_type: str | None = None) -> Workloa
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise WorkloadError([f"{path}: no such file; pass the path of a JSONL workload"]) from None
     except IsADirectoryError:
         raise WorkloadError([f"{path}: is a folder; pass the path of a JSONL workload file"]) from None
     except UnicodeDecodeError as exc:
-        raise WorkloadError([f"{path}: not UTF-8 text ({exc.reason}); save it as UTF-8"]) from None
+        raise WorkloadError([not_utf8(path, data, exc)]) from None
     except OSError as exc:
         raise WorkloadError([f"{path}: cannot be read ({exc.strerror}); check its permissions"]) from None
 
@@ -117,7 +183,7 @@ def load_workload(path: str | Path, workload_type: str | None = None) -> Workloa
         if not isinstance(obj, dict):
             problems.append(f"{path}:{number}: each line must be a JSON object, got {type(obj).__name__}")
             continue
-        if problem := _check_fields(obj):
+        if problem := check_fields(obj):
             problems.append(f"{path}:{number}: {problem}")
             continue
         request = _to_request(number, obj)

@@ -17,15 +17,32 @@ class Request:
     max_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
+    top_k: int | None = None  # vLLM's extension (0 or -1: off)
     seed: int | None = None
+    # Sent as captured, so a replay asks the server for the same work: ``n`` choices of
+    # ``output_tokens`` each, stop strings, penalties, logprobs (an int for completions, a bool
+    # with ``top_logprobs`` for chat), structured output and, for chat, tools (opaque JSON).
+    n: int | None = None
+    stop: str | tuple[str, ...] | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logprobs: int | bool | None = None
+    top_logprobs: int | None = None
+    response_format: dict[str, Any] | None = None
+    tools: list[Any] | None = None
+    tool_choice: str | dict[str, Any] | None = None
     arrival_s: float | None = None
     id: str | None = None
-    output_tokens: int | None = None
+    output_tokens: int | None = None  # per choice
     type: str | None = None  # a per-line workload type; overrides the classifier of `workload split`
 
     @property
     def is_chat(self) -> bool:
         return self.messages is not None
+
+    @property
+    def choices(self) -> int:
+        return self.n or 1
 
     @property
     def label(self) -> str:

@@ -10,20 +10,19 @@ from typing import IO, Any
 from tuner.workload.model import Request
 
 # Field order in the file: what a person reads first.
-_ORDER = ("id", "type", "messages", "prompt", "max_tokens", "temperature", "top_p", "seed",
-          "arrival_s", "output_tokens")
+_ORDER = ("id", "type", "messages", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed",
+          "n", "stop", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs",
+          "response_format", "tools", "tool_choice", "arrival_s", "output_tokens")
 
 
 def request_line(request: Request) -> dict[str, Any]:
     """The JSON object of one request; fields that are None are left out."""
-    values = {
-        "id": request.id, "type": request.type,
-        "messages": list(request.messages) if request.messages is not None else None,
-        "prompt": request.prompt, "max_tokens": request.max_tokens,
-        "temperature": request.temperature, "top_p": request.top_p, "seed": request.seed,
-        "arrival_s": request.arrival_s, "output_tokens": request.output_tokens,
-    }
-    return {name: values[name] for name in _ORDER if values[name] is not None}
+    line = {}
+    for name in _ORDER:
+        value = getattr(request, name)
+        if value is not None:
+            line[name] = list(value) if isinstance(value, tuple) else value  # messages, stop
+    return line
 
 
 def write_line(out: IO[str], request: Request) -> None:
