@@ -20,13 +20,8 @@ RUN python3 -m pip list --format=freeze > /tmp/vllm-constraints.txt \
  && PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir -c /tmp/vllm-constraints.txt . ${EXTRA_PIP} \
  && rm /tmp/vllm-constraints.txt
 
-# The installed package looks for its migrations in ../../alembic next to itself
-# (tuner/store/db.py, ALEMBIC_DIR), which is not shipped in the wheel: from site-packages a
-# `tuner db upgrade` fails ("Can't find Python file .../site-packages/alembic/env.py").
-# Importing `tuner` from /app (which has alembic/ beside it) avoids that until the migrations
-# ship inside the package. /app/alembic has no __init__.py, so it never hides the alembic library.
-ENV PYTHONPATH=/app
-# The image refuses to build if the schema cannot be created from the installed command.
+# The migrations ship inside the package (tuner/store/migrations): the installed command needs
+# nothing from /app. The image refuses to build if the schema cannot be created from it.
 RUN tuner db upgrade --db sqlite:////tmp/schema-check.db && rm -f /tmp/schema-check.db*
 
 # Results database and job logs on /data (a volume in docker-compose.yml). Flags win over these

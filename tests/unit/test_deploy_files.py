@@ -164,3 +164,12 @@ def test_systemd_unit_verifies(tmp_path):
     assert done.returncode == 0, done.stderr
     # Unknown keys and bad values are only warnings, naming the file.
     assert unit.name not in done.stderr, done.stderr
+
+
+def test_image_and_unit_run_the_installed_package_not_a_checkout():
+    # The migrations ship in the wheel (tuner/store/migrations): nothing may point Python at the
+    # sources, or the image and the unit would stop proving that a regular install works.
+    env_lines = [v for k, v in dockerfile_instructions() if k == "ENV"]
+    assert not any("PYTHONPATH" in v for v in env_lines), env_lines
+    unit = (DEPLOY / "tuner.service").read_text().splitlines()
+    assert not any("PYTHONPATH" in line for line in unit if not line.startswith("#"))

@@ -17,7 +17,8 @@ from tuner.errors import TunerError, UsageError
 DB_ENV = "TUNER_DB"
 DEFAULT_DB = "sqlite:///tuner.db"
 VERSION_TABLE = "tuner_alembic_version"  # Optuna keeps its own alembic_version in the same database
-ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
+# Shipped inside the package (package data), so a regular install or a wheel finds them too.
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 
 def database_url(url: str | None = None) -> str:
@@ -100,7 +101,7 @@ def optuna_storage(url: str, heartbeat_s: int = HEARTBEAT_S):
 def alembic_config(url: str) -> Config:
     url = database_url(url)
     config = Config()
-    config.set_main_option("script_location", str(ALEMBIC_DIR))
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
 
