@@ -1,9 +1,13 @@
 """Faults of the host, not of the config, as the engine room tells them apart (a stand-in server
 script plays vLLM's log; tests/integration/test_optimize_real.py takes a real port from real vLLM)."""
 
+import os
+import signal
+import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from fakes import Quiet
@@ -78,3 +82,39 @@ def test_a_port_taken_is_transient_and_measure_tries_again_after_a_wait(tmp_path
     waits = [p for p in said if p.startswith("not the config's fault, trying again in")]
     assert [w.split(" s:")[0].rsplit(" ", 1)[1] for w in waits] == ["0", "1"]  # 0.5 s, then 1 s
     assert time.monotonic() - started >= 1.5
+
+
+def test_the_reaper_takes_down_a_server_that_ignores_sigterm_when_its_parent_is_killed(tmp_path):
+    """vLLM mid-start may not act on SIGTERM; the reaper's group goes anyway once the process
+    that started it is SIGKILLed (a stand-in child that ignores SIGTERM and has a child)."""
+    pids = tmp_path / "pids"
+    stubborn = ("import os, signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "c = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)']); "
+                f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{c.pid}}'); time.sleep(600)")
+    starter = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-m', 'tuner.engine.reaper', "
+               f"'--grace', '1', '--', sys.executable, '-c', {stubborn!r}], start_new_session=True); time.sleep(600)")
+    parent, server = subprocess.Popen([sys.executable, "-c", starter]), None
+    try:
+        deadline = time.monotonic() + 30
+        while not (pids.exists() and len(pids.read_text().split()) == 2) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        server, engine = (int(p) for p in pids.read_text().split())
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while any(alive(p) for p in (server, engine)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(server) and not alive(engine)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if server is not None and alive(server):  # only this test's own group
+            os.killpg(os.getpgid(server), signal.SIGKILL)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

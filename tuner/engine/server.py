@@ -75,11 +75,11 @@ def _port_taken(exc: ServerStartError) -> bool:
     return "address already in use" in f"{exc} {tail}".lower()
 
 
-def _dies_with_us(argv: list[str]) -> list[str]:
-    """The server gets SIGTERM when the process that started it dies, even by SIGKILL (a killed
-    worker must not leave a server holding its GPUs): util-linux's setpriv, where there is one."""
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else argv
+def _dies_with_us(argv: list[str], grace_s: float) -> list[str]:
+    """The server's whole process group goes when the process that started it dies, even by
+    SIGKILL (a killed worker must not leave a server holding its GPUs): tuner.engine.reaper
+    leads the group, watches its parent and stops the server (TERM, then KILL after grace_s)."""
+    return [sys.executable, "-m", "tuner.engine.reaper", "--grace", str(grace_s), "--", *argv]
 
 
 def process_group_alive(pgid: int) -> bool:
@@ -173,7 +173,7 @@ class VllmServer:
             log.write(f"# {shlex.join(argv)}\n".encode())
             log.flush()
             self.process = subprocess.Popen(
-                _dies_with_us(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                _dies_with_us(argv, self.options.stop_grace_s), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 # Dev mode serves POST /reset_prefix_cache, used between repeats; the server
                 # binds to loopback by default, so its other dev endpoints stay local.
                 env={"VLLM_SERVER_DEV_MODE": "1", **os.environ, **self.options.env, **gpu_env},

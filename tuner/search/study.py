@@ -120,12 +120,11 @@ def make_sampler(options: OptimizeSettings) -> optuna.samplers.BaseSampler:
                                       n_startup_trials=5)
 
 
-def _close_stale_trials(study: optuna.Study, store: ResultStore) -> None:
+def _close_stale_trials(study: optuna.Study, storage: optuna.storages.BaseStorage, store: ResultStore) -> None:
     """A trial still RUNNING was left by a process that died: mark it interrupted, to be rerun.
     On a database other hosts can share, only those whose heartbeat is stale are: live workers
     elsewhere may be measuring the rest, and ``fail_stale`` in the loop fails those that stop
     beating. (SQLite is one host's file, and its one creator alone runs there.)"""
-    storage = study._storage
     if heartbeats_on(storage) and not storage.url.startswith("sqlite"):
         fail_stale(study, store)
         return
@@ -241,7 +240,7 @@ def optimize(
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize",
                                 sampler=make_sampler(options), load_if_exists=True)
     if not options.join:  # alone on the study: whatever is still running was left by a dead run
-        _close_stale_trials(study, store)
+        _close_stale_trials(study, storage, store)
     candidates = space.candidates()
     measured = _measured(study)
     guided = None

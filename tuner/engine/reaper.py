@@ -1,0 +1,58 @@
+"""Run the vLLM server as a child and take its whole process group down when the tuner dies.
+
+``python -m tuner.engine.reaper --grace S -- ARGV...`` leads the server's process group (the tuner starts it
+with ``start_new_session``), starts ARGV in that group and exits with its code. When the tuner
+is gone (killed, even by SIGKILL: this process's parent changes) or asks it to stop (SIGTERM),
+it sends SIGTERM to the group and SIGKILL after a grace period. vLLM itself is not enough: a
+SIGTERM that reaches its API server while the engine is still starting can leave the API server
+and its engine processes running, holding the GPUs (seen on the CPU build: the engine core and
+its worker outlived a SIGKILLed API server by minutes).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+POLL_S = 0.5
+
+
+def _take_down_group(server: subprocess.Popen[bytes], grace_s: float) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the group's SIGTERM reaches this process too
+    os.killpg(0, signal.SIGTERM)
+    try:
+        server.wait(timeout=grace_s)  # vLLM's own shutdown first
+    except subprocess.TimeoutExpired:
+        pass
+    os.killpg(0, signal.SIGKILL)  # whatever is left (engine processes); this process goes with it
+
+
+def main(args: list[str]) -> int:
+    if len(args) < 4 or args[0] != "--grace" or args[2] != "--":
+        print("usage: python -m tuner.engine.reaper --grace SECONDS -- COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    grace_s, argv = float(args[1]), args[3:]
+    parent = os.getppid()
+    stop_asked = False
+
+    def on_term(signum: int, frame: object) -> None:
+        nonlocal stop_asked
+        stop_asked = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    server = subprocess.Popen(argv)
+    while True:
+        try:
+            code = server.wait(timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            if stop_asked or os.getppid() != parent:
+                _take_down_group(server, grace_s)
+            continue
+        return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
