@@ -19,12 +19,15 @@ import httpx
 
 from tuner.engine import ServerOptions, SpecConfig, VllmServer
 from tuner.engine.log_cause import failure_cause, read_tail
-from tuner.errors import ServerDiedError, TunerError, UsageError
+from tuner.errors import MetricsError, ServerDiedError, TunerError, UsageError
 from tuner.metrics import Acceptance, ServerLatency, acceptance_between, latency_between, scrape_counters
 from tuner.replay import LoadSpec, ReplaySummary, RequestResult, replay, summarize
 from tuner.stats import RepeatStats, repeat_stats
 from tuner.trust import REMEASURABLE, REPEATS_DISAGREE, repeats_disagree, run_marks
 from tuner.workload import Workload
+
+
+DYING_S = 15.0  # how long a server whose /metrics went away may take to exit and count as dead
 
 
 @dataclass(frozen=True)
@@ -186,9 +189,12 @@ def _reset_prefix_cache(server: VllmServer) -> None:
     """Repeats replay the same prompts: without a reset, the second run would hit the cache."""
     try:
         httpx.post(f"{server.base_url}/reset_prefix_cache", timeout=30.0).raise_for_status()
-    except httpx.HTTPError as exc:
+    except httpx.HTTPStatusError as exc:
         raise TunerError(f"could not reset the prefix cache between repeats ({exc}); the server "
                          "needs VLLM_SERVER_DEV_MODE=1, which the tuner sets unless overridden") from None
+    except httpx.HTTPError as exc:
+        raise TunerError(f"the server stopped answering between replays ({exc or type(exc).__name__}); "
+                         f"see its log {server.log_path}") from None
 
 
 def _died(server: VllmServer, during: str) -> ServerDiedError:
@@ -310,7 +316,8 @@ def _replays(server: VllmServer, model: str, spec: SpecConfig | None, workload: 
             _reset_prefix_cache(server)
         label = f" {repeat + 1}/{settings.repeats}" if settings.repeats > 1 else ""
         run = _replay_once(server, model, spec, workload, load, settings, progress, repeat, label)
-        if retry := tuple(m for m in run.marks if m in REMEASURABLE):
+        # Failed requests explain the marks and fail the trial anyway: no second replay.
+        if (retry := tuple(m for m in run.marks if m in REMEASURABLE)) and not run.summary.failed:
             progress.phase(f"replaying once more: {', '.join(retry)}")
             _reset_prefix_cache(server)
             run = replace(_replay_once(server, model, spec, workload, load, settings, progress, repeat,
@@ -331,7 +338,14 @@ def _replay_once(server: VllmServer, model: str, spec: SpecConfig | None, worklo
     )
     if not server.alive():
         raise _died(server, "the replay")
-    after = scrape_counters(server.base_url)
+    try:
+        after = scrape_counters(server.base_url)
+    except MetricsError:
+        # A /metrics that stops answering right after a replay is most often a server going
+        # down (its engine died): that is the config's own failure, not a passing one.
+        if server.exits_within(DYING_S):
+            raise _died(server, "the replay") from None
+        raise
     summary = summarize(results, duration)
     generated = int(after.generation_tokens - before.generation_tokens)
     latency = latency_between(before, after)

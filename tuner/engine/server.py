@@ -257,6 +257,14 @@ class VllmServer:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def exits_within(self, seconds: float) -> bool:
+        """Whether the server process exits (or has) within ``seconds``."""
+        if self.process is None:
+            return True
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=seconds)
+        return not self.alive()
+
     def stop(self) -> None:
         """SIGTERM the whole process group, SIGKILL after the grace period; wait until it is gone."""
         if self.process is None:
