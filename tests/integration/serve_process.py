@@ -14,7 +14,7 @@ from typing import TypeVar
 import httpx
 import psutil
 
-from tuner.engine.server import free_port, port_is_free
+from tuner.engine.server import free_port
 
 from .test_optimize_real import ENV, short_code_workload
 
@@ -42,17 +42,33 @@ def small_workload(tmp_path: Path, requests: int = 10, max_tokens: int = 32) -> 
 
 class ServeProcess:
     def __init__(self, db: str, log_dir: Path, *args: str):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.stderr_path = log_dir / f"serve-{self.port}.log"
         log_dir.mkdir(parents=True, exist_ok=True)
-        with self.stderr_path.open("wb") as err:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "tuner.cli", "serve", "--db", db, "--port", str(self.port),
-                 "--log-dir", str(log_dir), *args],
-                stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=ENV,
-                start_new_session=True)
-        wait_for("the dashboard port", lambda: not port_is_free(self.port), 60, self.process)
+        # A port found free can be taken before the service binds it (a busy client's outgoing
+        # connections use the same range): then the service exits saying so, and starts again.
+        for _ in range(3):
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+            self.stderr_path = log_dir / f"serve-{self.port}.log"
+            with self.stderr_path.open("wb") as err:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "tuner.cli", "serve", "--db", db, "--port", str(self.port),
+                     "--log-dir", str(log_dir), *args],
+                    stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=ENV,
+                    start_new_session=True)
+            wait_for("the dashboard to answer or the service to exit",
+                     lambda: self.process.poll() is not None or self._answers(), 60)
+            if self.process.poll() is None:
+                return
+            if "address already in use" not in self.log:
+                raise AssertionError(f"tuner serve exited with {self.process.returncode}: {self.log[-2000:]}")
+        raise AssertionError("tuner serve found its port taken three times")
+
+    def _answers(self) -> bool:
+        try:
+            self.get("/")
+        except httpx.HTTPError:
+            return False
+        return True
 
     @property
     def log(self) -> str:
