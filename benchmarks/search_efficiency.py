@@ -441,7 +441,8 @@ def simulate(args: argparse.Namespace) -> None:
     part = "" if not (args.method or args.max_k) else (
         f" restricted to {', '.join(table.space.methods)}, k <= {max(table.space.ks)}")
     print(f"table: {args.table}{part} ({grid_size} configs, {record['load']}, measured on "
-          f"{record['host']} with {record['cpus']} CPUs, vLLM {record['vllm_version']})")
+          f"{record.get('gpu') or str(record['host']) + ' with ' + str(record['cpus']) + ' CPUs'}, "
+          f"vLLM {record['vllm_version']})")
     print(f"grid's best: {table.labels[best_key]} at {best:.1f} tok/s (median of its replays); "
           f"within {WITHIN:.0%} of it: {', '.join(near)}")
     spread = statistics.median(mad(r) / statistics.median(r) for r in table.runs.values())
