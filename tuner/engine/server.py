@@ -250,7 +250,7 @@ class VllmServer:
         message = f"vLLM server ({self.label}){config} {what}"
         message += f": {cause}" if cause else ""
         message += f". Full log: {self.log_path}"
-        error = ServerStartError(message, cause=cause, log_path=self.log_path, transient=transient)
+        error = ServerStartError(message, cause=cause, log_path=self.log_path)
         error.transient = transient or _port_taken(error)  # another program's port, not the config's
         return error
 

@@ -312,7 +312,7 @@ def optimize(
                 try:
                     measurements = _run_trial(study, trial, candidate, model, workload, settings, store,
                                               run_id, progress, (len(measured), budget), options, measure)
-                except optuna.exceptions.UpdateFinishedTrialError:  # taken over as it was told
+                except optuna.exceptions.UpdateFinishedTrialError:  # taken over while it ran
                     progress.phase(TAKEN_OVER.format(number=trial.number))
                     measurements = None
             restarts += starts_per_trial
@@ -396,9 +396,7 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
     try:
         progress.trial_started(trial.number, candidate.label, *position)
         measurements = measure(model, candidate.spec, workload, settings, progress)
-        if _taken_over(study, trial):
-            progress.phase(TAKEN_OVER.format(number=trial.number))
-            return None
+        _check_not_taken_over(study, trial)
     except KeyboardInterrupt:
         trial.set_user_attr(INTERRUPTED, True)
         study.tell(trial, state=TrialState.FAIL)
@@ -411,9 +409,7 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
         store.end_trial(trial_id, "interrupted", "stopped by a usage error")
         raise
     except TunerError as exc:
-        if _taken_over(study, trial):
-            progress.phase(TAKEN_OVER.format(number=trial.number))
-            return None
+        _check_not_taken_over(study, trial)
         # A transient fault (tried again already) says nothing of the config: not measured,
         # and rerun by the next run. Any other failure is the config's own result.
         trial.set_user_attr(NOT_MEASURED_ATTR if exc.transient else "failure_cause", str(exc))
@@ -463,9 +459,11 @@ TAKEN_OVER = ("trial {number} was finished by another worker (this worker's hear
               "the next trial")
 
 
-def _taken_over(study: optuna.Study, trial: optuna.Trial) -> bool:
-    """Another worker failed this trial as stale (and queued it again) while it ran here."""
-    return study._storage.get_trial(trial._trial_id).state.is_finished()
+def _check_not_taken_over(study: optuna.Study, trial: optuna.Trial) -> None:
+    """Raises what Optuna raises on telling a finished trial if another worker failed this one
+    as stale (and queued it again) while it ran here; the study loop says TAKEN_OVER."""
+    if study._storage.get_trial(trial._trial_id).state.is_finished():
+        raise optuna.exceptions.UpdateFinishedTrialError(f"trial {trial.number} is already finished")
 
 
 def _store_measurements(store: ResultStore, trial_id: int, name: str, measurements: Sequence[Measurement],
