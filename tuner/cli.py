@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 
 from tuner.engine import ServerOptions, SpecConfig
+from tuner.engine.server import parse_synthetic_acceptance
 from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
 from tuner.report import (MeasureProgress, StudyProgressView, measurement_table, outcome_dict,
@@ -83,6 +84,13 @@ HeartbeatOpt = Annotated[int, typer.Option(
          "reruns the trial.")]
 DbOpt = Annotated[Optional[str], typer.Option(
     help="Results database URL (env TUNER_DB; default sqlite:///tuner.db).")]
+SyntheticOpt = Annotated[Optional[str], typer.Option(
+    help="What-if acceptance, like 0.74,0.54,0.41,0.31: vLLM's synthetic sampler accepts the first "
+         "i+1 drafts with the i-th chance whatever the draft guessed, so the figures are this "
+         "host's real step costs at that profile (and greedy output changes by design).")]
+SYNTHETIC_NOTE = ("note: acceptance was synthetic ({rates}): these figures are this host's step costs "
+                  "at that profile, not what the draft itself would reach; measure again without "
+                  "--synthetic-acceptance before deploying")
 WriteConfigOpt = Annotated[Optional[Path], typer.Option(
     help="Write the answer's speculative config to this JSON file (speculative-config.json); "
          "vllm serve takes it as --speculative-config \"$(cat FILE)\".")]
@@ -157,12 +165,14 @@ def measure(
     retry_wait: RetryWaitOpt = 30.0,
     log_dir: LogDirOpt = Path(".tuner/logs"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON.")] = False,
+    synthetic_acceptance: SyntheticOpt = None,
 ) -> None:
     """Measure one speculative configuration (or the baseline) on a fresh vLLM server."""
     from tuner.search.checks import check_config
 
     with user_errors():
         config = spec_from_options(spec, method, draft, k)
+        rates = parse_synthetic_acceptance(synthetic_acceptance) if synthetic_acceptance else None
         if config is not None:
             for warning in check_config(config, model):
                 err_console.print(warning, highlight=False, soft_wrap=True)
@@ -173,7 +183,7 @@ def measure(
             default_max_tokens=max_tokens, retries=retries, retry_wait_s=retry_wait,
             server=ServerOptions(server_cmd=server_cmd, server_args=list(server_arg or []),
                                  start_timeout_s=start_timeout, download_timeout_s=download_timeout,
-                                 log_dir=log_dir),
+                                 log_dir=log_dir, synthetic_acceptance=rates),
         )
         with MeasureProgress(err_console) as progress:
             result = measure_config(model, config, loaded, settings, progress)
@@ -181,6 +191,8 @@ def measure(
             print(json.dumps(result.to_dict(), indent=2))
         else:
             console.print(measurement_table(result))
+        if rates and config is not None:
+            err_console.print(SYNTHETIC_NOTE.format(rates=synthetic_acceptance), highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -249,6 +261,7 @@ def optimize(
     allow_output_change: Annotated[Optional[bool], typer.Option(
         "--allow-output-change", help="Choose a config even if it changed greedy output (warned).")] = None,
     write_config: WriteConfigOpt = None,
+    synthetic_acceptance: SyntheticOpt = None,
 ) -> None:
     """Search (method, draft, k) with an Optuna study; every trial is a real measurement."""
     from tuner.engine.gpus import parse_gpus, split_gpus
@@ -261,6 +274,9 @@ def optimize(
 
     with user_errors("the vLLM server was stopped; finished trials are stored, "
                      "and the same command resumes the study"):
+        rates = parse_synthetic_acceptance(synthetic_acceptance) if synthetic_acceptance else None
+        if rates and allow_output_change is None:
+            allow_output_change = True  # the synthetic sampler changes greedy output by design
         plan = plan_study(
             study_file, methods=method, drafts=draft, k=k, ngram_lookup=ngram_lookup, load=load,
             concurrency=concurrency, rate=rate, time_scale=time_scale, seed=seed,
@@ -283,7 +299,7 @@ def optimize(
             server=ServerOptions(server_cmd=plan.server_cmd, server_args=plan.server_args,
                                  start_timeout_s=start_timeout, download_timeout_s=download_timeout,
                                  log_dir=log_dir, gpus=gpu_sets[0],
-                                 gpu_free_timeout_s=gpu_free_timeout),
+                                 gpu_free_timeout_s=gpu_free_timeout, synthetic_acceptance=rates),
         )
         space = plan.space
         for warning in check_space(space, model):
@@ -317,6 +333,8 @@ def optimize(
         if outcome.schedule is not None:
             console.print(schedule_text(outcome), highlight=False, soft_wrap=True)
         console.print(verdict_text(outcome.verdict, rows, written), highlight=False, soft_wrap=True)
+        if rates:
+            console.print(SYNTHETIC_NOTE.format(rates=synthetic_acceptance), highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -156,7 +156,7 @@ class StudyProgressView(MeasureProgress):
 def _finished_table(title: str | None = None) -> Table:
     table = Table(title=title, title_justify="left")
     for column in ("#", "config", "load", "status", "tok/s", "predicted", "vs baseline", "TPOT p50/p99 ms",
-                   "acc. length", "per position", "greedy match", "marks"):
+                   "acc. length", "per position", "greedy match", "start (share)", "marks"):
         table.add_column(column, justify="left" if column in ("config", "status") else "right")
     return table
 
@@ -196,8 +196,15 @@ def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None,
         tokens, predicted_cell(r, objective if objective is not None else r.tokens_per_s), ratio, tpot,
         f"{r.mean_acceptance_length:.2f}" if r.mean_acceptance_length else "-",
         " ".join(f"{p:.2f}" for p in r.per_position) if r.per_position else "-",
-        match, f"[yellow]{', '.join(r.marks)}[/]" if r.marks else "-",
+        match, start_cell(r), f"[yellow]{', '.join(r.marks)}[/]" if r.marks else "-",
     )
+
+
+def start_cell(r: TrialRow) -> str:
+    """The server's start and its share of the whole trial: '56 s (81%)'."""
+    if not r.startup_s:
+        return "-"
+    return f"{r.startup_s:.0f} s" + (f" ({r.start_share:.0%})" if r.start_share else "")
 
 
 def trials_table(rows: list[TrialRow]) -> Table:
@@ -251,6 +258,8 @@ def schedule_text(outcome) -> str:
         sched = measured.get(level.load)
         if sched is not None and sched.tokens_per_s:
             parts.append(f"schedule {sched.tokens_per_s:.1f} tok/s ({sched.tokens_per_s / level.baseline.tokens_per_s:.2f}x)")
+        if sched is not None and sched.k_applied is not None:
+            parts.append(f"server drafted {sched.k_applied:.2f} tokens per draft")  # did it use k here?
         lines.append(", ".join(parts))
     if outcome.schedule_rows is None:
         lines.append("[red]the schedule's own measurement failed[/]; see the trials table")

@@ -86,3 +86,37 @@ def _render(schedule, single, measured, rows) -> str:
     console.print(schedule_text(StudyOutcome("s", {}, single, schedule, measured, 5, verdict)))
     console.print(verdict_text(verdict))
     return console.export_text()
+
+
+def test_the_trials_table_shows_each_start_and_its_share_of_the_trial():
+    console = Console(record=True, width=220, force_terminal=False)
+    baseline = replace(row(0, None, 100.0), startup_s=56.4, trial_s=70.0)
+    console.print(trials_table([baseline, row(1, {"method": "ngram", "num_speculative_tokens": 2}, 150.0)]))
+    text = console.export_text()
+    assert "start (share)" in text and "56 s (81%)" in text
+
+
+def test_the_schedule_text_says_how_many_tokens_the_server_drafted_at_each_load():
+    ngram = {"method": "ngram", "num_speculative_tokens": 4}
+    loads = [LoadSpec("concurrency", 1), LoadSpec("concurrency", 8)]
+    rows = [row(0, None, 100.0, load="concurrency 1"), row(0, None, 500.0, load="concurrency 8"),
+            row(1, ngram, 180.0, load="concurrency 1"), row(1, ngram, 510.0, load="concurrency 8")]
+    schedule = tune_schedule(rows, loads)
+    measured = [replace(row(-1, schedule.config(), 181.0, load="concurrency 1"), drafts=10, draft_tokens=40),
+                replace(row(-1, schedule.config(), 505.0, load="concurrency 8"), drafts=10, draft_tokens=0)]
+    outcome = StudyOutcome("s", {}, best_single(rows, loads), schedule, measured, 3, None)
+    text = schedule_text(outcome)
+    assert "server drafted 4.00 tokens per draft" in text and "server drafted 0.00 tokens per draft" in text
+    assert _schedule_record(schedule, measured, None)["k_applied"] == {"concurrency 1": 4.0, "concurrency 8": 0.0}
+
+
+def test_a_failed_trial_over_several_loads_is_no_load_level_of_its_own():
+    # Found on the H200: a trial over c1 and c8 that failed has no figures and is stored under
+    # the combined label; the verdict then asked for a baseline at 'concurrency 1,8'.
+    ngram = {"method": "ngram", "num_speculative_tokens": 2}
+    rows = [row(0, None, 100.0, load="concurrency 1"), row(0, None, 500.0, load="concurrency 8"),
+            row(1, ngram, 180.0, load="concurrency 1"), row(1, ngram, 600.0, load="concurrency 8"),
+            row(2, {**ngram, "num_speculative_tokens": 4}, None, "failed", "server exited", load="concurrency 1,8")]
+    verdict = study_verdict(rows, StudyRules(), 0.05)
+    assert list(verdict.answers) == ["concurrency 1", "concurrency 8"]
+    assert verdict.label == "ngram k=2"

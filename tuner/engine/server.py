@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import json
 import logging
 import os
 import shlex
@@ -55,6 +56,29 @@ def default_server_cmd() -> str:
         return GPU_SERVER_CMD
 
 
+def parse_synthetic_acceptance(text: str) -> tuple[float, ...]:
+    """'0.74,0.54,0.41' -> per-position rates: each in [0, 1], non-increasing."""
+    try:
+        rates = tuple(float(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError:
+        rates = ()
+    if not rates or any(not 0 <= r <= 1 for r in rates) or any(b > a for a, b in zip(rates, rates[1:])):
+        raise UsageError(f"--synthetic-acceptance {text!r} must be per-position rates in [0, 1] that never "
+                         "grow, like 0.74,0.54,0.41,0.31 (the chance that the first 1, 2, 3, ... drafts "
+                         "are all accepted)")
+    return rates
+
+
+def synthetic_fields(rates: tuple[float, ...], k: int) -> dict:
+    """vLLM's fields for the synthetic sampler at k drafts; a profile shorter than k goes on
+    at its last ratio (vLLM wants exactly k rates)."""
+    rates = list(rates)
+    while len(rates) < k:
+        ratio = rates[-1] / rates[-2] if len(rates) > 1 and rates[-2] > 0 else 1.0
+        rates.append(round(rates[-1] * ratio, 4))
+    return {"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": rates[:k]}
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -73,6 +97,19 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
 def _port_taken(exc: ServerStartError) -> bool:
     tail = " ".join(read_tail(exc.log_path)) if exc.log_path else ""
     return "address already in use" in f"{exc} {tail}".lower()
+
+
+def server_environ() -> dict[str, str]:
+    """The tuner's environment for a vLLM server, less PYTHONDONTWRITEBYTECODE: where it is set
+    and vLLM was unpacked without .pyc files (an offline GPU host), every start compiled vLLM's
+    and its dependencies' Python source again, in the API server and the engine-core process
+    alike (12 s of a 72 s start, in the API server alone, on an H200 host: docs/gpu.md). Without
+    it the first start writes the bytecode and later starts read it. ``ServerOptions.env`` can
+    still set it."""
+    if "PYTHONDONTWRITEBYTECODE" in os.environ:
+        note_once("PYTHONDONTWRITEBYTECODE is set: the tuner's vLLM servers run without it, so that "
+                  "only the first start compiles vLLM's Python source", log.info)
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def _dies_with_us(argv: list[str], grace_s: float) -> list[str]:
@@ -109,6 +146,10 @@ class ServerOptions:
     env: dict[str, str] = field(default_factory=dict)
     gpus: tuple[int, ...] | None = None  # the GPUs this worker owns (--gpus); None: the host's default
     gpu_free_timeout_s: float = 120.0  # wait for the previous server's GPU memory to be released
+    # What-if acceptance (--synthetic-acceptance): vLLM's synthetic rejection sampler accepts the
+    # first i+1 drafts with probability rates[i], whatever the draft guessed. The server's steps
+    # (the draft's included) are real, so the figures are this host's step costs at that profile.
+    synthetic_acceptance: tuple[float, ...] | None = None
 
 
 class VllmServer:
@@ -139,8 +180,14 @@ class VllmServer:
         argv = [part.format(model=self.model, python=sys.executable) for part in shlex.split(template)]
         argv += ["--host", self.options.host, "--port", str(self.port)]
         if self.spec is not None:
-            argv += ["--speculative-config", self.spec.to_json()]
+            argv += ["--speculative-config", json.dumps(self._server_spec(), sort_keys=True)]
         return argv + list(self.options.server_args)
+
+    def _server_spec(self) -> dict:
+        config = self.spec.to_vllm()
+        if rates := self.options.synthetic_acceptance:
+            config.update(synthetic_fields(rates, self.spec.k))
+        return config
 
     def checked_command(self) -> list[str]:
         """The command line, after checking that its program exists (a UsageError if not)."""
@@ -176,7 +223,7 @@ class VllmServer:
                 _dies_with_us(argv, self.options.stop_grace_s), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 # Dev mode serves POST /reset_prefix_cache, used between repeats; the server
                 # binds to loopback by default, so its other dev endpoints stay local.
-                env={"VLLM_SERVER_DEV_MODE": "1", **os.environ, **self.options.env, **gpu_env},
+                env={"VLLM_SERVER_DEV_MODE": "1", **server_environ(), **self.options.env, **gpu_env},
                 start_new_session=True,
             )
         try:

@@ -38,7 +38,7 @@ from tuner.search.predict import Observation
 from tuner.search.schedule import Schedule, best_single, schedule_beats_single, tune_schedule
 from tuner.search.slo import Slo, pareto_front
 from tuner.search.space import Candidate, SearchSpace
-from tuner.search.verdict import StudyRules, Verdict, study_verdict
+from tuner.search.verdict import StudyRules, Verdict, measured_loads, study_verdict
 from tuner.search.workers import WAIT_S, fail_stale, has_waiting, heartbeat, heartbeats_on, pending_keys
 from tuner.stats import geometric_mean
 from tuner.store import NOT_MEASURED, ResultStore, TrialRow
@@ -346,7 +346,7 @@ def optimize(
 def _store_pareto(store: ResultStore, run_id: int, name: str) -> None:
     rows = store.trials(study_name=name)
     fronts = {}
-    for load in dict.fromkeys(r.load for r in rows):
+    for load in measured_loads(rows):
         fronts[load] = [{"trial": r.optuna_trial_number, "label": r.label, "tokens_per_s": r.tokens_per_s,
                          "tpot_p99_s": r.tpot_p99_s}
                         for r in pareto_front([r for r in rows if r.load == load and r.kind == "study"])]
@@ -359,6 +359,7 @@ def _schedule_record(schedule: Schedule | None, rows: list[TrialRow] | None,
         return None
     return {**schedule.to_dict(),
             "measured_tokens_per_s": {r.load: r.tokens_per_s for r in rows or []},
+            "k_applied": {r.load: r.k_applied for r in rows or []},
             "best_single": {"label": single[0].label, "config": single[0].config,
                             "tokens_per_s": {r.load: r.tokens_per_s for r in single}} if single else None,
             "beats_best_single": schedule_beats_single(rows, single)}

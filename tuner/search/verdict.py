@@ -129,6 +129,14 @@ def _not_measured(rows: Sequence[TrialRow]) -> list[TrialRow]:
     return [r for key, r in missing.items() if key not in done]
 
 
+def measured_loads(rows: Sequence[TrialRow]) -> list[str]:
+    """The study's load levels, in order. A trial over several loads that has no figures (it
+    failed or was interrupted) is stored under the combined label ('concurrency 1,8,32'),
+    which is not a level of its own."""
+    with_figures = [r.load for r in rows if r.tokens_per_s is not None]
+    return list(dict.fromkeys(with_figures or [r.load for r in rows]))
+
+
 def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
                   noise: float = DEFAULT_NOISE) -> Verdict:
     """The verdict of one study from all its rows. Raises TunerError without a completed
@@ -137,7 +145,7 @@ def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
     if not study_rows:
         raise TunerError("the study has no trials")
     first = study_rows[0]
-    loads = list(dict.fromkeys(r.load for r in study_rows))
+    loads = measured_loads(study_rows)
     unmeasured = _not_measured(study_rows)
     if (base := next((r for r in unmeasured if r.config is None), None)) is not None:
         raise TunerError(f"{first.study_name}: the baseline was not measured, for a fault of the host "

@@ -61,6 +61,21 @@ class TrialRow:
     server_tpot_mean_s: float | None = None
     server_ttft_mean_s: float | None = None
     deploy_args: tuple[str, ...] = ()
+    startup_s: float | None = None  # the server's start, process to /health
+    trial_s: float | None = None  # the whole trial: start, warm-up, replays, /metrics, stop
+    drafts: int | None = None  # from /metrics over the replay: draft_tokens / drafts = k applied
+    draft_tokens: int | None = None
+
+    @property
+    def start_share(self) -> float | None:
+        """The part of the trial spent starting the server (on a GPU host, most of it)."""
+        return self.startup_s / self.trial_s if self.startup_s and self.trial_s else None
+
+    @property
+    def k_applied(self) -> float | None:
+        """Draft tokens per draft, as the server counted them (a k-by-batch-size schedule shows
+        here whether the server used the k it was given at this load)."""
+        return self.draft_tokens / self.drafts if self.drafts and self.draft_tokens is not None else None
 
     def latency(self, name: str) -> float | None:
         """``tpot_p99`` -> tpot_p99_s, in seconds."""
@@ -331,4 +346,7 @@ class ResultStore:
             server_tpot_mean_s=m.server_tpot_mean_s if m else None,
             server_ttft_mean_s=m.server_ttft_mean_s if m else None,
             deploy_args=tuple(run.deploy_args or ()),
+            startup_s=t.startup_s,
+            trial_s=(t.finished_at - t.started_at).total_seconds() if t.finished_at and t.started_at else None,
+            drafts=m.drafts if m else None, draft_tokens=m.draft_tokens if m else None,
         )

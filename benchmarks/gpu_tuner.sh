@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# docs/gpu.md sections 4-6 on an offline H200 host, in calls of at most 10 minutes: `tuner
+# optimize` end to end (guided search over baseline, draft_model and eagle3 at the published
+# EAGLE-3 acceptance profile, concurrency 1/8/32, so it tunes and measures a k-by-batch-size
+# schedule), then whether the server applies a schedule at each load, a warm start under
+# cProfile, and the engine's own process against the in-process engine at load.
+#
+# Call 1 (payload part 1): `mkdir -p /root/gpu-stage && cp .gpu/p1/* /root/gpu-stage/`. Every
+# later call, with .gpu/p2 and the tuner's missing wheels (.whl) carried: `bash
+# benchmarks/gpu_tuner.sh`. Each call goes on where the last stopped (state in /root/run on a
+# warm host; a study cut off by the call's limit is resumed by the same command) and copies what
+# it has to $OUT. DEADLINE_S: seconds this call may use.
+set -uo pipefail
+R=/root/run
+mkdir -p "$R/logs"
+SECONDS=0
+DEADLINE_S=${DEADLINE_S:-540}
+left() { echo $((DEADLINE_S - SECONDS)); }
+done_() { touch "$R/done-$1"; }
+is_done() { [ -f "$R/done-$1" ]; }
+
+finish() {
+    cp "$R"/*.json "$R"/*.txt "$OUT/" 2>/dev/null
+    [ -f "$R/tuner.db" ] && cp "$R/tuner.db" "$OUT/gpu-optimize.db"
+    (cd "$R" && tar czf "$OUT/logs.tgz" logs *.log 2>/dev/null)
+    echo "call took ${SECONDS}s; done: $(ls "$R" | grep '^done-' | tr '\n' ' ')"
+}
+trap finish EXIT
+
+if ! is_done setup; then
+    bash .gpu/p2/setup.sh > "$R/logs/setup.log" 2>&1 || { tail -30 "$R/logs/setup.log"; exit 1; }
+    done_ setup
+fi
+. /root/gpu-env.sh
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl 2>/dev/null
+export PYTHONPATH="$PWD:/tmp/site:$PYTHONPATH" PYTHONUNBUFFERED=1
+if ! is_done models; then
+    python3 /root/gpu-stage/mkmodel.py /root/models > "$R/logs/mkmodel.log" 2>&1 || { tail -20 "$R/logs/mkmodel.log"; exit 1; }
+    python3 benchmarks/gpu_models.py /root/models >> "$R/logs/mkmodel.log" 2>&1 || { tail -20 "$R/logs/mkmodel.log"; exit 1; }
+    done_ models
+fi
+SERVE="python3 -m vllm.entrypoints.cli.main serve {model}"
+PROFILE=0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10  # EAGLE-3 on Llama-3.1-8B, vllm#26191 (docs/gpu.md)
+
+if ! is_done probe; then  # what a start spends before vLLM says anything
+    {
+        echo "nproc $(nproc); dont_write_bytecode $(python3 -c 'import sys; print(sys.flags.dont_write_bytecode)')"
+        env | grep -E '^PYTHON|^VLLM' | sort
+        for i in 1 2; do
+            /usr/bin/time -f "import torch, run $i: %e s" python3 -c 'import torch' 2>&1
+            /usr/bin/time -f "import vllm.entrypoints.cli.main, run $i: %e s" python3 -c 'import vllm.entrypoints.cli.main' 2>&1
+        done
+        python3 -c 'from vllm.config import SpeculativeConfig as S; f = S.__dataclass_fields__; print("enable_adaptive_verification in vLLM", __import__("vllm").__version__, ":", "enable_adaptive_verification" in f); print("num_speculative_tokens_per_batch_size:", "num_speculative_tokens_per_batch_size" in f)'
+    } > "$R/probe.txt" 2>&1
+    python3 -X importtime -c 'import vllm.entrypoints.cli.main' 2> "$R/logs/importtime.log" >/dev/null
+    sort -t'|' -k2 -n -r "$R/logs/importtime.log" | head -40 >> "$R/probe.txt"
+    done_ probe
+fi
+
+# The workload: the step-cost table's (the first 32 code requests, 48 tokens each, ignore_eos).
+python3 - <<'EOF'
+import json
+lines = open("workloads/code.jsonl").read().splitlines()[:32]
+with open("/root/run/code32.jsonl", "w") as out:
+    for line in lines:
+        r = json.loads(line); r["max_tokens"] = r["output_tokens"] = 48
+        out.write(json.dumps(r) + "\n")
+EOF
+
+if ! is_done optimize && [ "$(left)" -gt 120 ]; then
+    VLLM_ENABLE_V1_MULTIPROCESSING=0 timeout -s TERM "$(( $(left) - 40 ))" python3 -c 'from tuner.cli import main; main()' \
+        optimize --workload "$R/code32.jsonl" --model /root/models/target --name "gpu guided" \
+        --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
+        --method eagle3 --method draft_model --draft eagle3=/root/models/eagle3-8b \
+        --draft draft_model=/root/models/draft-250m --k 1,2,3,4,6,8 --concurrency 1,8,32 \
+        --synthetic-acceptance "$PROFILE" --warmup 4 --repeats 2 --gpus 0 \
+        --db "sqlite:///$R/tuner.db" --log-dir "$R/logs" --no-warm-start --write-config "$R/gpu-optimize-config.json" \
+        > "$R/optimize.txt" 2> "$R/optimize-progress.log"
+    rc=$?
+    echo "optimize rc=$rc"; tail -45 "$R/optimize.txt"
+    [ "$rc" = 0 ] && done_ optimize
+fi
+
+if is_done optimize && ! is_done configs && [ "$(left)" -gt 200 ]; then
+    # A schedule with a different k at each load: does the server draft that many tokens there?
+    # And the baseline with vLLM's own engine process (every other figure here runs it in-process).
+    VLLM_ENABLE_V1_MULTIPROCESSING=0 timeout "$(( $(left) - 20 ))" python3 benchmarks/gpu_configs.py \
+        --target /root/models/target --server-cmd "$SERVE" --out "$R/gpu-configs.json" \
+        --config 'schedule-4-2-1={"method": "eagle3", "model": "/root/models/eagle3-8b", "num_speculative_tokens": 4, "num_speculative_tokens_per_batch_size": [[1, 4, 4], [5, 16, 2], [17, 512, 1]]}' \
+        --config 'baseline-engine-process=baseline' --env-for baseline-engine-process VLLM_ENABLE_V1_MULTIPROCESSING=1 \
+        2>&1 | tee "$R/configs.log" | grep -v '^\s*$' | tail -12
+    grep -q '"name": "baseline-engine-process"' "$R/gpu-configs.json" 2>/dev/null && done_ configs
+fi
+
+if ! is_done profile && [ "$(left)" -gt 150 ]; then
+    # A warm start under cProfile, engine in-process so one profile holds all of it.
+    port=8011; t0=$(date +%s.%N)
+    VLLM_ENABLE_V1_MULTIPROCESSING=0 python3 -m cProfile -o "$R/serve.prof" -m vllm.entrypoints.cli.main serve \
+        /root/models/target --load-format=dummy --max-model-len=4096 --port $port > "$R/logs/profile-serve.log" 2>&1 &
+    pid=$!
+    until curl -sf "http://127.0.0.1:$port/health" >/dev/null; do
+        sleep 0.5; kill -0 $pid 2>/dev/null || break; [ "$(left)" -gt 30 ] || break
+    done
+    echo "profiled start to /health: $(echo "$(date +%s.%N) - $t0" | bc) s" > "$R/profile.txt"
+    kill -INT $pid; for i in $(seq 60); do kill -0 $pid 2>/dev/null || break; sleep 0.5; done; kill -KILL $pid 2>/dev/null
+    python3 -c "
+import pstats, sys
+p = pstats.Stats('$R/serve.prof', stream=sys.stdout)
+p.sort_stats('cumulative').print_stats(80)" >> "$R/profile.txt" 2>&1 && done_ profile
+    head -3 "$R/profile.txt"
+fi
