@@ -1,4 +1,4 @@
-"""Cause extraction on logs of real failed vLLM 0.32 CPU starts."""
+"""Cause extraction on logs of real failed vLLM starts (0.32 CPU build; one 0.26 start on an H200)."""
 
 from pathlib import Path
 
@@ -35,3 +35,11 @@ def test_a_worker_process_s_error_beats_the_engine_s_wrapper():
     # vLLM's CPU worker is "(VllmWorker-0 pid=N)": a prefix with a dash in its name.
     cause = failure_cause(read_tail(DATA / "log_worker_failed.log"))
     assert cause.startswith("ValueError: Available memory on node 0")
+
+
+def test_a_bare_assertion_names_the_assert_and_where_it_is():
+    # vLLM 0.26.0 on an H200: an eagle3 k-by-batch-size schedule fails in Model Runner V2's
+    # CUDA-graph capture with a bare AssertionError (benchmarks/data/gpu-schedule-start-failure.log).
+    cause = failure_cause(read_tail(DATA / "log_gpu_schedule_assertion.log"))
+    assert cause == ("AssertionError: assert 0 < num_reqs <= num_tokens "
+                     "(vllm/v1/worker/gpu/input_batch.py:109, make_dummy)")

@@ -44,6 +44,21 @@ def _pydantic_detail(header: str, following: list[str]) -> str:
     return header
 
 
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
+
+
+def _assertion(before: list[str]) -> str | None:
+    """A bare ``AssertionError`` names nothing: the failed ``assert`` and where it is, from the
+    traceback lines just above it ('assert 0 < n (vllm/v1/worker/gpu/input_batch.py:109, make_dummy)')."""
+    for index in range(len(before) - 1, max(len(before) - 6, 0), -1):
+        statement = before[index].strip()
+        if statement.startswith("assert ") and (frame := _FRAME.match(before[index - 1])):
+            path = frame["file"]
+            short = path[path.rfind("vllm/"):] if "vllm/" in path else path
+            return f"{statement} ({short}:{frame['line']}, {frame['fn']})"
+    return None
+
+
 def failure_cause(log_lines: list[str]) -> str | None:
     """The root error of a failed start: the first ``SomeError: message`` that is not a wrapper.
 
@@ -53,6 +68,8 @@ def failure_cause(log_lines: list[str]) -> str | None:
     """
     lines = [_strip(line) for line in log_lines]
     for index, line in enumerate(lines):
+        if line.strip() == "AssertionError" and (where := _assertion(lines[:index])):
+            return f"AssertionError: {where}"
         match = _ERROR.match(line.strip())
         if not match or any(w in line for w in _WRAPPERS):
             continue
