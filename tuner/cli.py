@@ -168,7 +168,7 @@ def measure(
     synthetic_acceptance: SyntheticOpt = None,
 ) -> None:
     """Measure one speculative configuration (or the baseline) on a fresh vLLM server."""
-    from tuner.search.checks import check_config
+    from tuner.search.checks import check_config, check_loads
 
     with user_errors():
         config = spec_from_options(spec, method, draft, k)
@@ -177,6 +177,8 @@ def measure(
             for warning in check_config(config, model):
                 err_console.print(warning, highlight=False, soft_wrap=True)
         loaded = load_workload(workload, workload_type)
+        for warning in check_loads(len(loaded.requests), [LoadSpec(load, concurrency, rate, time_scale, seed)]):
+            err_console.print(warning, highlight=False, soft_wrap=True)
         settings = MeasureSettings(
             load=LoadSpec(load, concurrency, rate, time_scale, seed),  # type: ignore[arg-type]
             warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, request_timeout_s=request_timeout,
@@ -267,7 +269,7 @@ def optimize(
     from tuner.engine.gpus import parse_gpus, split_gpus
     from tuner.search import optimize as run_study
     from tuner.search import study_name
-    from tuner.search.checks import check_space
+    from tuner.search.checks import check_loads, check_space
     from tuner.search.plan import plan_study
     from tuner.search.workers import remember_command
     from tuner.store import ResultStore, database_url, open_database, optuna_storage
@@ -302,7 +304,7 @@ def optimize(
                                  gpu_free_timeout_s=gpu_free_timeout, synthetic_acceptance=rates),
         )
         space = plan.space
-        for warning in check_space(space, model):
+        for warning in [*check_space(space, model), *check_loads(len(loaded.requests), settings.loads)]:
             err_console.print(warning, highlight=False, soft_wrap=True)
         engine = open_database(url)
         store = ResultStore(engine)

@@ -51,3 +51,12 @@ def test_matching_draft_passes(tmp_path):
     target = checkpoint(tmp_path / "target", vocab_size=2048)
     draft = checkpoint(tmp_path / "draft", vocab_size=2048)
     check_space(SearchSpace(methods=("draft_model", "ngram"), drafts={"draft_model": (draft,)}), target)
+
+
+def test_a_workload_too_short_for_a_concurrency_level_is_warned_about():
+    from tuner.replay import LoadSpec
+    from tuner.search.checks import check_loads
+    loads = [LoadSpec("concurrency", 1), LoadSpec("concurrency", 8), LoadSpec("concurrency", 32)]
+    (warning,) = check_loads(32, loads)
+    assert "1.0 per client at concurrency 32" in warning and "at least 128 requests" in warning
+    assert check_loads(128, loads) == [] and check_loads(1, [LoadSpec("rate", rate=2.0)]) == []

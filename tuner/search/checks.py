@@ -236,3 +236,19 @@ def check_mtp(checkpoint: Checkpoint, ks: tuple[int, ...]) -> None:
     if bad:
         raise UsageError(f"'{checkpoint.name}' has {layers} MTP layers, and vLLM needs a larger k to be a "
                          f"multiple of that: drop k = {', '.join(map(str, bad))} from --k")
+
+
+# A closed loop of C clients over fewer than this many requests per client is mostly ramp-up
+# and tail: on the H200, two replays of 32 requests at concurrency 32 differed by 10-16 %
+# (docs/gpu.md), against 2-3 % at concurrency 1.
+MIN_REQUESTS_PER_CLIENT = 4
+
+
+def check_loads(requests: int, loads) -> list[str]:
+    """A warning per closed-loop level the workload is too short for (figures would be noisy)."""
+    return [f"warning: the workload has {requests} requests, {requests / load.concurrency:.1f} per client "
+            f"at {load.label}: that replay is mostly ramp-up and tail, so its tokens/s is noisy; give "
+            f"at least {MIN_REQUESTS_PER_CLIENT * load.concurrency} requests or more --repeats"
+            for load in loads
+            if load.mode == "concurrency" and load.concurrency > 1
+            and requests < MIN_REQUESTS_PER_CLIENT * load.concurrency]
