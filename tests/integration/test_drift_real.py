@@ -23,8 +23,9 @@ import pytest
 
 from tuner.engine import ServerOptions, SpecConfig
 from tuner.engine.server import VllmServer, free_port, port_is_free
-from tuner.schedule.drift import (ACCEPTED, DRAFT_TOKENS, DRAFTS, DriftWatch, PrometheusSource, Reference,
-                                  reference)
+from tuner.metrics.prometheus import PrometheusSource
+from tuner.metrics.scrape import ACCEPTED, DRAFT_TOKENS, DRAFTS
+from tuner.schedule.drift import DriftWatch, Reference, reference
 from tuner.store import JobStore, ResultStore, ScheduleRow, open_database
 
 from .serve_process import ServeProcess, small_workload, wait_for

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tuner.errors import TunerError
-from tuner.schedule.drift import DriftWatch, LiveAcceptance, Reference, combined, shares
+from tuner.metrics.prometheus import LiveAcceptance
+from tuner.schedule.drift import DriftWatch, Reference, combined, shares
 from tuner.schedule.service import ServeSettings, TuningService
 from tuner.store import JobStore, ScheduleRow, open_database
 
@@ -25,7 +26,7 @@ CHAT = {"drafts": 100, "accepted": 120, "draft_tokens": 300}  # rate 0.4, length
 
 
 def figures(*counters: dict) -> LiveAcceptance:
-    """What the PromQL of drift.queries gives for the summed counters."""
+    """What the PromQL of prometheus.queries gives for the summed counters."""
     accepted = sum(c["accepted"] for c in counters)
     return LiveAcceptance(accepted / sum(c["draft_tokens"] for c in counters),
                           1 + accepted / sum(c["drafts"] for c in counters))

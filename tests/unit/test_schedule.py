@@ -12,7 +12,8 @@ import pytest
 from tuner.errors import UsageError
 from tuner.schedule.config import load_config, resolve
 from tuner.schedule.cron import check_cron, next_time
-from tuner.schedule.drift import DriftWatch, LiveAcceptance, Reference, queries
+from tuner.metrics.prometheus import LiveAcceptance, queries
+from tuner.schedule.drift import DriftWatch, Reference
 from tuner.schedule.outcome import compare, study_outcome
 from tuner.schedule.runner import JobRunner, overlaps
 from tuner.schedule.service import ServeSettings, TuningService, enqueue_run

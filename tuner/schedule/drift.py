@@ -1,13 +1,10 @@
-"""Drift: live acceptance on production servers, read from Prometheus, against the tuning's.
+"""Drift: live acceptance on production servers against the tuning's.
 
 Per scheduled (model, workload type), the reference is the configuration the tuner recommends
 (`tuner best`; its best speculative config when it says to keep speculation off) with the
-acceptance rate and length that configuration reached when measured. Live figures come from
-PromQL over vLLM's counters, summed per ``model_name`` (the served model name) and
-``workload_type`` (a label the operator puts on the scrape target; see docs/drift.md):
-
-    rate   = increase(accepted tokens) / increase(draft tokens)
-    length = 1 + increase(accepted tokens) / increase(drafts)
+acceptance rate and length that configuration reached when measured. Live figures (rate and
+length per ``model_name`` and ``workload_type``) are read from Prometheus by
+tuner.metrics.prometheus.
 
 A live series is compared with the schedules whose traffic it carries: those with its served
 model name (``--live-model-name``, default the model) and, where the series has a
@@ -25,7 +22,6 @@ tuned one lowers the rate but not the length, so one alone is no evidence), at e
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -35,6 +31,7 @@ from functools import lru_cache
 import numpy as np
 
 from tuner.errors import TunerError
+from tuner.metrics.prometheus import TYPE_LABEL, Live, LiveAcceptance
 from tuner.search.answer import DEFAULT_NOISE
 from tuner.search.verdict import best_verdicts, verdicts
 from tuner.store import ResultStore, ScheduleRow, TrialRow
@@ -42,21 +39,6 @@ from tuner.workload import load_workload
 from tuner.workload.sample import output_lengths
 
 log = logging.getLogger("tuner.serve")
-
-ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-DRAFTS = "vllm:spec_decode_num_drafts_total"
-TYPE_LABEL = "workload_type"  # on the scrape target (Prometheus' scrape config), value = the tuned type
-
-
-@dataclass(frozen=True)
-class LiveAcceptance:
-    rate: float
-    length: float
-
-
-# model_name -> workload_type label ("" where the series has none) -> figures
-Live = dict[str, dict[str, LiveAcceptance]]
 
 
 @dataclass(frozen=True)
@@ -84,48 +66,6 @@ class Finding:
                 f"{self.live.length:.2f}) stayed below the tuned {ref.config_label} (rate {ref.rate:.2f}, "
                 f"length {ref.length:.2f}, {ref.study_name}) by more than {self.margin:.0%} for "
                 f"{self.held_s:.0f} s")
-
-
-def queries(window_s: float) -> dict[str, str]:
-    w = f"[{max(1, round(window_s))}s]"
-
-    def total(metric: str) -> str:
-        return f"sum by (model_name, {TYPE_LABEL}) (increase({metric}{w}))"
-
-    return {"rate": f"{total(ACCEPTED)} / {total(DRAFT_TOKENS)}",
-            "length": f"1 + {total(ACCEPTED)} / {total(DRAFTS)}"}
-
-
-class PrometheusSource:
-    """Live acceptance per model_name and workload_type from a Prometheus server
-    (prometheus-api-client)."""
-
-    def __init__(self, url: str, window_s: float):
-        from prometheus_api_client import PrometheusConnect
-
-        self.url = url
-        self.window_s = window_s
-        self.client = PrometheusConnect(url=url, disable_ssl=True)
-
-    def read(self) -> Live:
-        values: dict[tuple[str, str], dict[str, float]] = {}
-        for name, query in queries(self.window_s).items():
-            try:
-                result = self.client.custom_query(query=query)
-            except Exception as exc:  # the client raises its own, requests' and JSON errors
-                raise TunerError(f"cannot query Prometheus at {self.url} ({exc.__class__.__name__}: "
-                                 f"{exc}); check --prometheus") from None
-            for series in result:
-                value = float(series["value"][1])
-                if math.isfinite(value):
-                    labels = series["metric"]
-                    key = (labels.get("model_name", ""), labels.get(TYPE_LABEL, ""))
-                    values.setdefault(key, {})[name] = value
-        live: Live = {}
-        for (model, workload_type), v in values.items():
-            if "rate" in v and "length" in v:
-                live.setdefault(model, {})[workload_type] = LiveAcceptance(v["rate"], v["length"])
-        return live
 
 
 def reference(schedule: ScheduleRow, trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE,

@@ -17,8 +17,9 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from tuner.errors import TunerError
+from tuner.metrics.prometheus import PrometheusSource
 from tuner.schedule.cron import is_due
-from tuner.schedule.drift import DriftWatch, PrometheusSource, references
+from tuner.schedule.drift import DriftWatch, references
 from tuner.schedule.runner import JobRunner
 from tuner.store import JobRow, JobStore, ResultStore, ScheduleRow
 
