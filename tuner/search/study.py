@@ -1,12 +1,9 @@
 """The Optuna study: ask for a configuration, measure it (tuner.trial), tell the result, store it.
 
-Each trial restarts a server, so the loop is ask/tell rather than ``study.optimize``. Three
-strategies decide what to ask for:
-
-- ``guided`` (default): the baseline, each drafter once at its highest k, then only the configs
-  the step-cost model says may still beat the best (``tuner.search.guided``), enqueued one by one;
-- ``tpe``: Optuna's TPE over the conditional space, baseline first;
-- ``grid``: every configuration, as the grid tools do.
+Each trial restarts a server, so the loop is ask/tell rather than ``study.optimize``. What to
+ask for next is the strategy's proposer's business (``tuner.search.proposers``: guided, the
+default, by the step-cost model; tpe by Optuna's TPE; grid, everything); the loop only asks it.
+Several workers share one study through Optuna's storage (``tuner.search.workers``).
 
 A trial measures its config at every load of ``--concurrency 1,4,16`` on one server. Latency
 targets (``--slo``) are Optuna constraints (``Trial.set_constraint``, which TPE honours).
@@ -32,8 +29,8 @@ from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
 from tuner.search.answer import DEFAULT_NOISE, Answer, choose
 from tuner.search.output_check import BaselineOutputs, compare_outputs, output_changed, worst
-from tuner.search.guided import (DEFAULT_RUN_NOISE, DEFAULT_Z, GuidedSearch, key_of, observation,
-                                 run_noise)
+from tuner.search.guided import DEFAULT_Z, key_of, observation
+from tuner.search.proposers import Proposer, QueueProposer, SamplerProposer, guided_proposer, to_rerun
 from tuner.search.predict import Observation
 from tuner.search.schedule import Schedule, best_single, schedule_beats_single, tune_schedule
 from tuner.search.slo import Slo, pareto_front
@@ -134,17 +131,10 @@ def _close_stale_trials(study: optuna.Study, storage: optuna.storages.BaseStorag
     store.mark_stale_running(study.study_name)
 
 
-def _to_rerun(t: optuna.trial.FrozenTrial) -> bool:
-    """Failed without a cause of its own (interrupted, its worker died, a transient fault: not
-    measured), or the baseline failed, which every answer needs: run it again."""
-    return t.state == TrialState.FAIL and ("failure_cause" not in t.user_attrs
-                                           or t.params.get("method") == "off")
-
-
 def _retry_next_run(t: optuna.trial.FrozenTrial) -> bool:
     """Not measured for the host's fault, or a failed baseline: rerun by the next run, not again
     by this one (a trial another worker took over is queued again and runs now)."""
-    return _to_rerun(t) and (NOT_MEASURED_ATTR in t.user_attrs or "failure_cause" in t.user_attrs)
+    return to_rerun(t) and (NOT_MEASURED_ATTR in t.user_attrs or "failure_cause" in t.user_attrs)
 
 
 def _measured(study: optuna.Study, not_measured: Collection[str] = ()) -> dict[str, Observation | None]:
@@ -152,7 +142,7 @@ def _measured(study: optuna.Study, not_measured: Collection[str] = ()) -> dict[s
     ``not_measured``: keys that met a transient fault in this run, not retried until the next."""
     measured: dict[str, Observation | None] = dict.fromkeys(not_measured)
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
-        if _to_rerun(t):
+        if to_rerun(t):
             continue
         tps = t.user_attrs.get("tokens_per_s_geomean", t.user_attrs.get("tokens_per_s_median"))
         measured[key_of(t.params)] = (
@@ -161,29 +151,6 @@ def _measured(study: optuna.Study, not_measured: Collection[str] = ()) -> dict[s
                         (t.user_attrs.get("predicted_tokens_per_s"), t.user_attrs.get("predicted_sigma")))
             if t.state == TrialState.COMPLETE and tps else None)
     return measured
-
-
-def _reruns(study: optuna.Study, candidates: Sequence[Candidate], measured: dict) -> list[Candidate]:
-    """Configs an earlier run could not measure (interrupted, a host fault, a failed baseline)."""
-    again = {key_of(t.params) for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-             if _to_rerun(t) and key_of(t.params) not in measured}
-    return [c for c in candidates if key_of(c.params) in again]
-
-
-def _queue(study: optuna.Study, candidates: Sequence[Candidate], measured: dict, strategy: str) -> list[Candidate]:
-    """For tpe and grid: configs to rerun first, then the baseline (tpe) or everything (grid)."""
-    queue = _reruns(study, candidates, measured)
-    rest = [c for c in candidates if key_of(c.params) not in measured and c not in queue]
-    if strategy == "grid":
-        queue += rest
-    elif key_of(candidates[0].params) not in measured and candidates[0] not in queue:
-        queue.insert(0, candidates[0])  # the baseline is always measured first
-    waiting = {key_of(t.system_attrs.get("fixed_params", {}))
-               for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))}
-    for candidate in queue:
-        if key_of(candidate.params) not in waiting:  # left enqueued by an interrupted run
-            study.enqueue_trial(candidate.params)
-    return queue
 
 
 def warm_start(store: ResultStore, model: str, workload_type: str, loads: Sequence[LoadSpec], name: str,
@@ -224,6 +191,27 @@ def warm_start(store: ResultStore, model: str, workload_type: str, loads: Sequen
     return [], []
 
 
+def _proposer(options: OptimizeSettings, study: optuna.Study, candidates: Sequence[Candidate],
+              store: ResultStore, model: str, workload_type: str, loads: Sequence[LoadSpec],
+              name: str) -> Proposer:
+    """The strategy's proposer, set up on what the study holds already."""
+    measured = _measured(study)
+    if options.strategy == "grid":
+        return QueueProposer(study, candidates, measured)
+    if options.strategy == "tpe":
+        return SamplerProposer(study, candidates, measured)
+    prior, first = ([], [])
+    if options.warm_start and not measured and not options.join:
+        prior, first = warm_start(store, model, workload_type, loads, name, candidates, options.noise)
+
+    def spreads() -> tuple[list[float], list[int]]:
+        rows = [r for r in store.trials(study_name=name)
+                if r.repeats > 1 and r.tokens_per_s and r.tokens_per_s_mad is not None]
+        return [r.tokens_per_s_mad / r.tokens_per_s for r in rows], [r.repeats for r in rows]
+
+    return guided_proposer(study, candidates, measured, options.z, prior, first, spreads)
+
+
 def optimize(
     model: str, workload: Workload, space: SearchSpace, settings: MeasureSettings,
     store: ResultStore, storage: optuna.storages.BaseStorage, options: OptimizeSettings,
@@ -242,17 +230,7 @@ def optimize(
     if not options.join:  # alone on the study: whatever is still running was left by a dead run
         _close_stale_trials(study, storage, store)
     candidates = space.candidates()
-    measured = _measured(study)
-    guided = None
-    if options.strategy == "guided":
-        prior, first = ([], [])
-        if options.warm_start and not measured and not options.join:
-            prior, first = warm_start(store, model, workload.type, settings.loads, name,
-                                      candidates, options.noise)
-        guided = GuidedSearch(candidates, DEFAULT_RUN_NOISE, options.z, prior=prior, first=first,
-                              rerun=_reruns(study, candidates, measured))
-    else:
-        queue = _queue(study, candidates, measured, options.strategy)
+    proposer = _proposer(options, study, candidates, store, model, workload.type, settings.loads, name)
     run_id = store.start_run(
         study_name=name, model=model, workload=workload, space=space.to_dict(),
         load=settings.loads_label, server_args=list(settings.server.server_args),
@@ -275,23 +253,7 @@ def optimize(
             measured, pending = _measured(study, not_measured), pending_keys(study)
             done = len(measured) + len(pending) >= budget
             if not done and not has_waiting(study):
-                if guided is not None:
-                    spread = [r for r in store.trials(study_name=name)
-                              if r.repeats > 1 and r.tokens_per_s and r.tokens_per_s_mad is not None]
-                    guided.noise = run_noise([r.tokens_per_s_mad / r.tokens_per_s for r in spread],
-                                             [r.repeats for r in spread])
-                    proposal = guided.propose({k: o for k, o in measured.items() if k not in not_measured},
-                                              pending, not_measured)
-                    if proposal is None:
-                        done = True
-                    else:
-                        attrs = {"proposal_reason": proposal.reason}
-                        if proposal.prediction is not None:
-                            attrs |= {"predicted_tokens_per_s": proposal.prediction.tokens_per_s,
-                                      "predicted_sigma": proposal.prediction.sigma}
-                        study.enqueue_trial(proposal.candidate.params, user_attrs=attrs)
-                elif not queue and options.strategy == "grid":
-                    done = True
+                done = not proposer.enqueue_next(study, measured, pending, not_measured)
             if done:
                 if not pending:
                     break
@@ -299,8 +261,7 @@ def optimize(
                 continue
             trial = study.ask()
             candidate = space.suggest(trial)
-            if options.strategy != "guided":
-                queue = [c for c in queue if c.params != candidate.params]
+            proposer.taken(candidate)
             if key_of(candidate.params) in measured or key_of(candidate.params) in pending_keys(study, trial.number):
                 # Measured already, or another worker measures it now: a restart would teach nothing.
                 study.tell(trial, state=TrialState.PRUNED)
