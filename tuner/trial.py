@@ -38,7 +38,8 @@ class MeasureSettings:
     warmup: int = 2  # requests sent first and excluded: the first request after start is slow
     repeats: int = 1  # replays of the workload per configuration
     # "same-server": one server, prefix cache reset between replays (one start per config);
-    # "fresh-server": a new server per replay (steadier here, but a restart per repeat).
+    # "fresh-server": a new server per replay (steadier on a busy host, docs/search.md; but a
+    # restart per repeat).
     repeat_mode: str = "same-server"
     sampling_seed: int | None = 0  # seeds requests that sample without a seed of their own
     # A transient fault (TunerError.transient: a port taken, GPU memory not freed yet) is tried

@@ -5,7 +5,7 @@ marked latency is never turned into a percentage. The marks:
 
 - coalesced stream: the client saw a request's tokens arrive in one burst (TPOT near 0, TTFT
   near e2e), so its TPOT and TTFT say when the client read the socket, not when the server
-  produced the tokens. Seen on a busy 2-core host, where the client's event loop stalls. The
+  produced the tokens. A busy host does this: the client's event loop stalls. The
   server's own per-request histograms (``/metrics``) are the cross-check.
 - token count: the client's output tokens (from the usage reports) disagree with the server's
   generation-token counter over the same window: requests the client did not see end, or

@@ -5,8 +5,7 @@ with ``start_new_session``), starts ARGV in that group and exits with its code. 
 is gone (killed, even by SIGKILL: this process's parent changes) or asks it to stop (SIGTERM),
 it sends SIGTERM to the group and SIGKILL after a grace period. vLLM itself is not enough: a
 SIGTERM that reaches its API server while the engine is still starting can leave the API server
-and its engine processes running, holding the GPUs (seen on the CPU build: the engine core and
-its worker outlived a SIGKILLed API server by minutes).
+and its engine processes running, holding the GPUs (docs/notes-from-code.md#tunerenginereaper).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ divides by the tokens per choice, and the text digest is taken per choice, in in
 
 aiohttp rather than httpx here (httpx serves every other request of the tuner): aiohttp parses
 HTTP in C and hands over whole buffers, and the connection goes back to the pool once the
-stream is read to its end. benchmarks/client_overhead.py measured httpx's streaming at 0.43x
-the requests/s of `vllm bench serve`'s client on one core, and this client above it.
+stream is read to its end. httpx's streaming fell well short of `vllm bench serve`'s client on
+one core, and this client keeps up with it (benchmarks/client_overhead.md).
 """
 
 from __future__ import annotations

@@ -239,8 +239,7 @@ def check_mtp(checkpoint: Checkpoint, ks: tuple[int, ...]) -> None:
 
 
 # A closed loop of C clients over fewer than this many requests per client is mostly ramp-up
-# and tail: on the H200, two replays of 32 requests at concurrency 32 differed by 10-16 %
-# (docs/gpu.md), against 2-3 % at concurrency 1.
+# and tail, and its replays disagree far more than at concurrency 1 (docs/gpu.md).
 MIN_REQUESTS_PER_CLIENT = 4
 
 

@@ -143,9 +143,9 @@ def best_single(rows: Sequence[TrialRow], loads: Sequence[LoadSpec] | Sequence[s
 
 def schedule_beats_single(schedule_rows: Sequence[TrialRow] | None, single: Sequence[TrialRow] | None) -> bool | None:
     """Whether the schedule, measured, was faster than the best single config: the geometric mean
-    over the levels of their tokens/s ratio above 1. None when either lacks a measurement. (On
-    the CPU build, in three of four runs here a schedule measured 14-32 % slower at some level
-    than the same k without one, so this is not a given.)"""
+    over the levels of their tokens/s ratio above 1. None when either lacks a measurement. A
+    schedule can measure slower than the same k without one, so this is not a given
+    (docs/notes-from-code.md#tunersearchschedule)."""
     ours = {r.load: r.tokens_per_s for r in schedule_rows or [] if r.tokens_per_s}
     theirs = {r.load: r.tokens_per_s for r in single or [] if r.tokens_per_s}
     levels = ours.keys() & theirs.keys()
