@@ -124,30 +124,19 @@ def not_utf8(path: Path, data: bytes, exc: UnicodeDecodeError) -> str:
             f"({exc.reason}); save the file as UTF-8")
 
 
+# The fields a Request stores in another type than the JSON line's; the rest are kept as they are.
+CONVERTED = {
+    "messages": tuple,
+    "stop": lambda stop: tuple(stop) if isinstance(stop, list) else stop,
+    "arrival_s": float,
+    "id": str,
+}
+
+
 def _to_request(line: int, obj: dict[str, Any]) -> Request:
-    return Request(
-        line=line,
-        prompt=obj.get("prompt"),
-        messages=tuple(obj["messages"]) if "messages" in obj else None,
-        max_tokens=obj.get("max_tokens"),
-        temperature=obj.get("temperature"),
-        top_p=obj.get("top_p"),
-        top_k=obj.get("top_k"),
-        seed=obj.get("seed"),
-        n=obj.get("n"),
-        stop=tuple(obj["stop"]) if isinstance(obj.get("stop"), list) else obj.get("stop"),
-        presence_penalty=obj.get("presence_penalty"),
-        frequency_penalty=obj.get("frequency_penalty"),
-        logprobs=obj.get("logprobs"),
-        top_logprobs=obj.get("top_logprobs"),
-        response_format=obj.get("response_format"),
-        tools=obj.get("tools"),
-        tool_choice=obj.get("tool_choice"),
-        arrival_s=float(obj["arrival_s"]) if "arrival_s" in obj else None,
-        id=str(obj["id"]) if "id" in obj else None,
-        output_tokens=obj.get("output_tokens"),
-        type=obj.get("type"),
-    )
+    """A checked line (``check_fields``) as a Request; an absent field is None."""
+    return Request(line=line, **{name: CONVERTED[name](obj[name]) if name in CONVERTED else obj[name]
+                                 for name in FIELDS if name in obj})
 
 
 def load_workload(path: str | Path, workload_type: str | None = None) -> Workload:
