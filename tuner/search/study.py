@@ -286,15 +286,11 @@ def optimize(
                 progress.trial_finished(row)
             _store_pareto(store, run_id, name)
         schedule, schedule_rows, single = None, None, None
-        if len(settings.loads) > 1 and not options.join:
-            rows = store.trials(study_name=name)
-            single = best_single(rows, settings.loads, options.slos, options.output_rule)
-            schedule = tune_schedule(rows, settings.loads, options.noise, options.slos, options.output_rule)
-            if schedule is not None and schedule.config() is not None:
-                schedule_rows = _measure_schedule(schedule, name, model, workload, settings, store, run_id,
-                                                  progress, measure, options.noise)
+        if len(settings.loads) > 1 and not options.join:  # the creator alone measures the schedule
+            schedule, schedule_rows, single = _k_by_batch_size(name, model, workload, settings, store, run_id,
+                                                               progress, measure, options)
+            if schedule is not None and schedule.config() is not None:  # its own server was started
                 restarts += starts_per_trial
-            store.set_run_fields(run_id, schedule=_schedule_record(schedule, schedule_rows, single))
         status = "finished"
     finally:
         store.finish_run(run_id, status, vllm_version)
@@ -302,6 +298,22 @@ def optimize(
     verdict = study_verdict(rows, StudyRules.from_stored(store.study_runs(name)[-1]), options.noise)
     answers = {load.label: verdict.answers[load.label] for load in settings.loads}
     return StudyOutcome(name, answers, single, schedule, schedule_rows, restarts, verdict)
+
+
+def _k_by_batch_size(name: str, model: str, workload: Workload, settings: MeasureSettings, store: ResultStore,
+                     run_id: int, progress: StudyProgress, measure, options: OptimizeSettings):
+    """Over several concurrency levels: the best single config, the k-by-batch-size schedule
+    tuned from the study's rows and that schedule measured on its own server, all stored with
+    the run. (schedule, its rows, the best single config's rows)."""
+    rows = store.trials(study_name=name)
+    single = best_single(rows, settings.loads, options.slos, options.output_rule)
+    schedule = tune_schedule(rows, settings.loads, options.noise, options.slos, options.output_rule)
+    schedule_rows = None
+    if schedule is not None and schedule.config() is not None:
+        schedule_rows = _measure_schedule(schedule, name, model, workload, settings, store, run_id,
+                                          progress, measure, options.noise)
+    store.set_run_fields(run_id, schedule=_schedule_record(schedule, schedule_rows, single))
+    return schedule, schedule_rows, single
 
 
 def _store_pareto(store: ResultStore, run_id: int, name: str) -> None:
