@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,6 +73,9 @@ RetriesOpt = Annotated[int, typer.Option(
 RetryWaitOpt = Annotated[float, typer.Option(help="Seconds before the first retry; doubles with each.")]
 LogDirOpt = Annotated[Path, typer.Option(help="Where server logs go.")]
 RateOpt = Annotated[Optional[float], typer.Option(help="Requests per second for --load rate.")]
+# Optional, so that optimize can tell "not given" (the study file's value) from a flag.
+LoadOpt = Annotated[Optional[str], typer.Option(help="concurrency (closed loop), rate (Poisson) or trace.")]
+TimeScaleOpt = Annotated[Optional[float], typer.Option(help="Multiplies captured gaps for --load trace.")]
 GpusOpt = Annotated[Optional[str], typer.Option(
     help="GPUs this command owns, like 0,1 (CUDA_VISIBLE_DEVICES of its servers; with --workers "
          "they are split between the workers). Default: the host's.")]
@@ -147,10 +149,10 @@ def measure(
     method: Annotated[Optional[str], typer.Option(help="ngram, draft_model, eagle3, mtp, ...")] = None,
     draft: Annotated[Optional[str], typer.Option(help="Draft checkpoint (path or hub name).")] = None,
     k: Annotated[Optional[int], typer.Option("--k", help="num_speculative_tokens.")] = None,
-    load: Annotated[str, typer.Option(help="concurrency (closed loop), rate (Poisson) or trace.")] = "concurrency",
+    load: LoadOpt = "concurrency",
     concurrency: Annotated[int, typer.Option(help="Clients in the closed loop.")] = 1,
     rate: RateOpt = None,
-    time_scale: Annotated[float, typer.Option(help="Multiplies captured gaps for --load trace.")] = 1.0,
+    time_scale: TimeScaleOpt = 1.0,
     seed: Annotated[int, typer.Option(help="Seed of the Poisson arrivals.")] = 0,
     warmup: WarmupOpt = 2,
     repeats: RepeatsOpt = 1,
@@ -216,13 +218,13 @@ def optimize(
         help="A winner must beat the baseline by more than this fraction (default 0.05).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of Poisson arrivals.")] = 0,
     db: DbOpt = None,
-    load: Annotated[Optional[str], typer.Option(help="concurrency, rate or trace.")] = None,
+    load: LoadOpt = None,
     concurrency: Annotated[Optional[str], typer.Option(
         help="Clients in the closed loop (default 1); several levels, like 1,4,16,64, give a k per "
              "batch size.")] = None,
     rate: Annotated[Optional[str], typer.Option(help="Requests per second for --load rate; "
                                                 "several, like 1,4, measure each.")] = None,
-    time_scale: Annotated[Optional[float], typer.Option(help="Multiplies captured gaps for --load trace.")] = None,
+    time_scale: TimeScaleOpt = None,
     strategy: Annotated[Optional[str], typer.Option(
         help="guided (default: step-cost model, fewest restarts), tpe, or grid.")] = None,
     slo: Annotated[Optional[list[str]], typer.Option(
@@ -266,12 +268,11 @@ def optimize(
     synthetic_acceptance: SyntheticOpt = None,
 ) -> None:
     """Search (method, draft, k) with an Optuna study; every trial is a real measurement."""
-    from tuner.engine.gpus import parse_gpus, split_gpus
     from tuner.search import optimize as run_study
     from tuner.search import study_name
     from tuner.search.checks import check_loads, check_space
     from tuner.search.plan import plan_study
-    from tuner.search.workers import remember_command
+    from tuner.search.workers import helper_workers, local_gpu_sets, remember_command
     from tuner.store import ResultStore, database_url, open_database, optuna_storage
 
     with user_errors("the vLLM server was stopped; finished trials are stored, "
@@ -288,13 +289,7 @@ def optimize(
             allow_output_change=allow_output_change)
         loaded = load_workload(workload, workload_type)
         url = database_url(db)
-        if (workers > 1 or join) and url.startswith("sqlite"):
-            raise UsageError("several workers on one study need a database they can share: SQLite "
-                             "is one file on one host and locks under concurrent writers; pass "
-                             "--db postgresql://USER@HOST/DB")
-        if workers < 1:
-            raise UsageError(f"--workers must be >= 1, got {workers}")
-        gpu_sets = split_gpus(owned, workers) if (owned := parse_gpus(gpus)) else [None] * workers
+        gpu_sets = local_gpu_sets(url, workers, join, gpus)  # [0]: this process's, the rest: helpers'
         settings = MeasureSettings(
             load=plan.loads[0], extra_loads=plan.loads[1:], warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, request_timeout_s=request_timeout,
             default_max_tokens=max_tokens, retries=retries, retry_wait_s=retry_wait,
@@ -313,14 +308,12 @@ def optimize(
         if not join:
             remember_command(storage, name, sys.argv[sys.argv.index("optimize") + 1:]
                              if "optimize" in sys.argv else [], os.getcwd())
-        helpers: list[subprocess.Popen] = []
-        try:
-            with StudyProgressView(err_console) as progress:
-                outcome = run_study(model, loaded, space, settings, store, storage, plan.options, progress,
-                                    on_ready=lambda: helpers.extend(start_workers(
-                                        name, url, gpu_sets[1:], heartbeat, gpu_free_timeout, log_dir)))
-        finally:
-            stop_workers(helpers)
+        # The other local workers start once the study exists; leaving waits for their trials.
+        with helper_workers(name, url, gpu_sets[1:], heartbeat, gpu_free_timeout, log_dir,
+                            report=lambda note: err_console.print(note, highlight=False)) as start_helpers, \
+                StudyProgressView(err_console) as progress:
+            outcome = run_study(model, loaded, space, settings, store, storage, plan.options, progress,
+                                on_ready=start_helpers)
         rows = store.trials(study_name=outcome.study_name)
         written = write_speculative_config(outcome.verdict, write_config)
         if as_json:
@@ -512,44 +505,6 @@ def _check_optimize_options(args: list[str]) -> None:
         raise UsageError(f"tuner optimize would refuse these options: {message}") from None
 
 
-def start_workers(name: str, url: str, gpu_sets: list, heartbeat: int, gpu_free_timeout: float,
-                  log_dir: Path) -> list[subprocess.Popen]:
-    """`tuner worker` processes beside this one, each in its own process group with its log."""
-    helpers: list[subprocess.Popen] = []
-    if not gpu_sets:
-        return helpers
-    try:
-        log_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create the log folder {log_dir} ({exc.strerror}); "
-                         "pass a writable --log-dir") from None
-    for i, gpus in enumerate(gpu_sets, start=1):
-        argv = [sys.executable, "-m", "tuner.cli", "worker", "--study", name, "--db", url,
-                "--heartbeat", str(heartbeat), "--gpu-free-timeout", str(gpu_free_timeout)]
-        if gpus:
-            argv += ["--gpus", ",".join(map(str, gpus))]
-        log_path = log_dir / f"worker-{i}-{os.getpid()}.log"
-        with log_path.open("wb") as log:
-            helpers.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True))
-        err_console.print(f"worker {i} started (pid {helpers[-1].pid}, log {log_path})", highlight=False)
-    return helpers
-
-
-def stop_workers(helpers: list[subprocess.Popen]) -> None:
-    """Wait for the workers to finish their trials; on Ctrl-C, interrupt them (they resume)."""
-    try:
-        for helper in helpers:
-            helper.wait()
-    except KeyboardInterrupt:
-        for helper in helpers:
-            if helper.poll() is None:
-                os.killpg(helper.pid, signal.SIGINT)
-        for helper in helpers:
-            helper.wait()
-        raise
-
-
 @app.command()
 def worker(
     study: Annotated[str, typer.Option(help="Name of the study to join (as `tuner optimize` named it).")],
@@ -559,27 +514,11 @@ def worker(
     heartbeat: HeartbeatOpt = 30,
 ) -> None:
     """Join a study started by `tuner optimize`: measure its next trials until it is done."""
-    from tuner.search.workers import stored_command
-    from tuner.store import database_url, open_database, optuna_storage
+    from tuner.search.workers import join_study
 
     with user_errors():
-        url = database_url(db)
-        if url.startswith("sqlite"):
-            raise UsageError("a worker shares its study with other processes, which SQLite cannot "
-                             "do safely; keep the study on PostgreSQL (--db postgresql://USER@HOST/DB)")
-        open_database(url)
-        command = stored_command(optuna_storage(url, heartbeat), study)
-        if command is None:
-            raise UsageError(f"no study {study!r} started by `tuner optimize` in {url}; start it there "
-                             "first (tuner optimize ... --db URL), then join it")
-        if Path(command["cwd"]).is_dir():
-            os.chdir(command["cwd"])  # its workload and study file paths may be relative
-        argv = [sys.executable, "-m", "tuner.cli", "optimize", *command["argv"], "--name", study,
-                "--db", url, "--join", "--heartbeat", str(heartbeat), "--gpu-free-timeout", str(gpu_free_timeout)]
-        if gpus:
-            argv += ["--gpus", gpus]
-        err_console.print(f"worker joins {study!r}", highlight=False)
-        os.execv(sys.executable, argv)  # the same process (and process group), now the study's loop
+        join_study(study, db, gpus, gpu_free_timeout, heartbeat,
+                   report=lambda note: err_console.print(note, highlight=False))
 
 
 @schedule_app.command("add", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

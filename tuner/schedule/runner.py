@@ -11,14 +11,12 @@ exits with completed trials stored, and the same study name resumes it later.
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.child_process import Child, signal_group, start_child, stop_children, tuner_argv
 from tuner.engine.server import process_group_alive
 from tuner.schedule.outcome import study_outcome
 from tuner.store import JobRow, JobStore, ResultStore
@@ -43,7 +41,7 @@ def overlaps(a: str | None, b: str | None) -> bool:
 @dataclass
 class RunningJob:
     job: JobRow
-    process: subprocess.Popen[bytes]
+    process: Child
     stopping: bool = False
 
 
@@ -58,7 +56,7 @@ class JobRunner:
         self.running: dict[int, RunningJob] = {}
 
     def argv(self, job: JobRow) -> list[str]:
-        argv = [sys.executable, "-m", "tuner.cli", "optimize", *job.argv, "--db", self.db_url]
+        argv = tuner_argv("optimize", *job.argv, "--db", self.db_url)
         if not any(a == "--log-dir" or a.startswith("--log-dir=") for a in job.argv):
             argv += ["--log-dir", str(self.log_dir / "servers")]  # beside the job logs, not in the cwd
         if job.gpus:
@@ -80,10 +78,7 @@ class JobRunner:
         log_path = self.log_dir / f"job-{job.id}-{time.strftime('%Y%m%d-%H%M%S')}.log"
         if not self.jobs.claim(job.id, str(log_path)):
             return False  # another process took it
-        with log_path.open("ab") as out:
-            # Its own session: stopping the job reaches its vLLM server, and nothing else.
-            process = subprocess.Popen(self.argv(job), stdout=out, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True)
+        process = start_child(self.argv(job), log_path, append=True)
         self.jobs.set_pid(job.id, process.pid)
         self.running[job.id] = RunningJob(self.jobs.job(job.id), process)
         log.info("job %d (%s, %s) started: pid %d, log %s", job.id, job.schedule_name, job.reason,
@@ -125,18 +120,13 @@ class JobRunner:
 
     def stop_all(self, grace_s: float = 120.0) -> None:
         """SIGINT every running job (its server is stopped, its study kept), SIGKILL after grace."""
-        for running in self.running.values():
+        by_pid = {running.process.pid: running for running in self.running.values()}
+        for running in by_pid.values():
             running.stopping = True
-            _signal_group(running.process.pid, signal.SIGINT)
-        deadline = time.monotonic() + grace_s
-        for running in self.running.values():
-            try:
-                running.process.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                log.warning("job %d did not stop within %.0f s; killing its process group",
-                            running.job.id, grace_s)
-                _signal_group(running.process.pid, signal.SIGKILL)
-                running.process.wait()
+        stop_children([running.process for running in by_pid.values()], grace_s,
+                      on_kill=lambda child: log.warning(
+                          "job %d did not stop within %.0f s; killing its process group",
+                          by_pid[child.pid].job.id, grace_s))
         self.poll()
 
     def stop_leftovers(self) -> None:
@@ -146,19 +136,12 @@ class JobRunner:
             if job.id in self.running or not job.pid or not _is_job_process(job):
                 continue
             log.warning("job %d: its process %d outlived the previous service; stopping it", job.id, job.pid)
-            _signal_group(job.pid, signal.SIGINT)
+            signal_group(job.pid, signal.SIGINT)
             deadline = time.monotonic() + 120
             while process_group_alive(job.pid) and time.monotonic() < deadline:
                 time.sleep(0.5)
             if process_group_alive(job.pid):
-                _signal_group(job.pid, signal.SIGKILL)
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except ProcessLookupError:
-        pass
+                signal_group(job.pid, signal.SIGKILL)
 
 
 def _is_job_process(job: JobRow) -> bool:

@@ -7,16 +7,14 @@ takes the CLI's path (interrupt and resume included), nothing is re-implemented 
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import BaseModel, Field
+
+from tuner.child_process import Child, start_child, stop_children, tuner_argv
 
 
 class RunRequest(BaseModel):
@@ -34,8 +32,7 @@ class RunRequest(BaseModel):
     k: str | None = Field(None, description="k values of chain drafters, like 1-6 or 2,4")
 
     def argv(self, db_url: str) -> list[str]:
-        argv = [sys.executable, "-m", "tuner.cli", "optimize", "--workload", self.workload,
-                "--model", self.model, "--db", db_url]
+        argv = tuner_argv("optimize", "--workload", self.workload, "--model", self.model, "--db", db_url)
         if self.study:
             argv += ["--study", self.study]
         if self.name:
@@ -54,7 +51,7 @@ class Run:
     id: int
     argv: list[str]
     log_path: Path
-    process: subprocess.Popen[bytes]
+    process: Child
     started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     def view(self) -> dict:
@@ -75,22 +72,9 @@ class RunLauncher:
         run_id = len(self.runs) + 1
         log_path = self.log_dir / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{run_id}.log"
         argv = request.argv(self.db_url)
-        with log_path.open("wb") as log:
-            # Its own process group: stopping it stops its vLLM server too, and only that.
-            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       start_new_session=True)
-        self.runs.append(Run(run_id, argv, log_path, process))
+        self.runs.append(Run(run_id, argv, log_path, start_child(argv, log_path)))
         return self.runs[-1]
 
     def stop_all(self, grace_s: float = 30.0) -> None:
         """SIGINT (the study stops after tearing its server down and can be resumed), then SIGKILL."""
-        live = [r for r in self.runs if r.process.poll() is None]
-        for run in live:
-            os.killpg(run.process.pid, signal.SIGINT)
-        deadline = time.monotonic() + grace_s
-        for run in live:
-            try:
-                run.process.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(run.process.pid, signal.SIGKILL)
-                run.process.wait()
+        stop_children([r.process for r in self.runs if r.process.poll() is None], grace_s)
