@@ -16,7 +16,7 @@ from tuner.stats import RepeatStats, tied
 from tuner.store import TrialRow
 from tuner.trust import latency_trusted
 
-DEFAULT_NOISE = 0.05  # run-to-run spread seen on a shared 2-core machine; repeats will measure it
+DEFAULT_NOISE = 0.05  # the run-to-run spread of a shared host (docs/notes-from-code.md); repeats measure it
 
 
 def trial_stats(t: TrialRow) -> RepeatStats:
@@ -106,9 +106,8 @@ def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE, slos: Seque
     ``noise`` (plus both spreads): the baseline wins when it is tied with the top one at that
     margin. Otherwise the speculative configs tied with the top one within the run-to-run noise
     (``tie_noise``, or ``noise`` where smaller, plus both spreads) are candidates, and the one
-    with the smallest k wins.
-    (Tying them at ``noise`` instead named a config 4.5 % below the best on the stored grid of
-    benchmarks/search_efficiency.py whenever it was measured.)
+    with the smallest k wins. (Why the ties use the run noise, not ``noise``:
+    docs/notes-from-code.md.)
     """
     done = [t for t in trials if t.status == "complete" and t.tokens_per_s is not None
             and t.kind == "study"]
