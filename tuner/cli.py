@@ -272,7 +272,8 @@ def optimize(
     from tuner.search import study_name
     from tuner.search.checks import check_loads, check_space
     from tuner.search.plan import plan_study
-    from tuner.search.workers import helper_workers, local_gpu_sets, remember_command
+    from tuner.search.workers import remember_command
+    from tuner.worker_processes import helper_workers, local_gpu_sets
     from tuner.store import ResultStore, database_url, open_database, optuna_storage
 
     with user_errors("the vLLM server was stopped; finished trials are stored, "
@@ -514,7 +515,7 @@ def worker(
     heartbeat: HeartbeatOpt = 30,
 ) -> None:
     """Join a study started by `tuner optimize`: measure its next trials until it is done."""
-    from tuner.search.workers import join_study
+    from tuner.worker_processes import join_study
 
     with user_errors():
         join_study(study, db, gpus, gpu_free_timeout, heartbeat,

@@ -1,0 +1,107 @@
+"""The worker processes of a shared study: the helpers `tuner optimize --workers N` starts beside
+itself, and `tuner worker`, which becomes the creator's `tuner optimize` joined to its study.
+How they share the study (heartbeats, stale trials) is ``tuner.search.workers``'s business; how a
+tuner child process is started and stopped is ``tuner.child_process``'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from tuner.child_process import Child, signal_group, start_child, tuner_argv
+from tuner.engine.gpus import parse_gpus, split_gpus
+from tuner.errors import UsageError
+from tuner.search.workers import stored_command
+from tuner.store import database_url, open_database, optuna_storage
+
+
+def join_study(study: str, db: str, gpus: str | None, gpu_free_timeout: float, heartbeat: int,
+               report: Callable[[str], None]) -> NoReturn:
+    """`tuner worker`: become the study creator's `tuner optimize`, joined to its study."""
+    url = database_url(db)
+    if url.startswith("sqlite"):
+        raise UsageError("a worker shares its study with other processes, which SQLite cannot "
+                         "do safely; keep the study on PostgreSQL (--db postgresql://USER@HOST/DB)")
+    open_database(url)
+    command = stored_command(optuna_storage(url, heartbeat), study)
+    if command is None:
+        raise UsageError(f"no study {study!r} started by `tuner optimize` in {url}; start it there "
+                         "first (tuner optimize ... --db URL), then join it")
+    if Path(command["cwd"]).is_dir():
+        os.chdir(command["cwd"])  # its workload and study file paths may be relative
+    argv = tuner_argv("optimize", *command["argv"], "--name", study, "--db", url, "--join",
+                      "--heartbeat", str(heartbeat), "--gpu-free-timeout", str(gpu_free_timeout))
+    if gpus:
+        argv += ["--gpus", gpus]
+    report(f"worker joins {study!r}")
+    os.execv(sys.executable, argv)  # the same process (and process group), now the study's loop
+
+
+def local_gpu_sets(url: str, workers: int, join: bool, gpus: str | None) -> Sequence[tuple[int, ...] | None]:
+    """The GPUs of each of this host's ``workers`` (None: the host's), once the study's database
+    is one they can share."""
+    if (workers > 1 or join) and url.startswith("sqlite"):
+        raise UsageError("several workers on one study need a database they can share: SQLite "
+                         "is one file on one host and locks under concurrent writers; pass "
+                         "--db postgresql://USER@HOST/DB")
+    if workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {workers}")
+    owned = parse_gpus(gpus)
+    return split_gpus(owned, workers) if owned else [None] * workers
+
+
+@contextlib.contextmanager
+def helper_workers(name: str, url: str, gpu_sets: Sequence[Sequence[int] | None], heartbeat: int,
+                   gpu_free_timeout: float, log_dir: Path,
+                   report: Callable[[str], None]) -> Iterator[Callable[[], None]]:
+    """`tuner optimize --workers N`: yields what starts the N-1 helpers (the study calls it once
+    the study exists, so they find it); on leaving, waits for them to finish their trials."""
+    helpers: list[Child] = []
+    try:
+        yield lambda: helpers.extend(start_workers(name, url, gpu_sets, heartbeat, gpu_free_timeout,
+                                                   log_dir, report))
+    finally:
+        wait_for_workers(helpers)
+
+
+def start_workers(name: str, url: str, gpu_sets: Sequence[Sequence[int] | None], heartbeat: int,
+                  gpu_free_timeout: float, log_dir: Path, report: Callable[[str], None]) -> list[Child]:
+    """`tuner worker` processes beside this one, each in its own process group with its log."""
+    helpers: list[Child] = []
+    if not gpu_sets:
+        return helpers
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the log folder {log_dir} ({exc.strerror}); "
+                         "pass a writable --log-dir") from None
+    for i, gpus in enumerate(gpu_sets, start=1):
+        argv = tuner_argv("worker", "--study", name, "--db", url, "--heartbeat", str(heartbeat),
+                          "--gpu-free-timeout", str(gpu_free_timeout))
+        if gpus:
+            argv += ["--gpus", ",".join(map(str, gpus))]
+        log_path = log_dir / f"worker-{i}-{os.getpid()}.log"
+        helpers.append(start_child(argv, log_path))
+        report(f"worker {i} started (pid {helpers[-1].pid}, log {log_path})")
+    return helpers
+
+
+def wait_for_workers(helpers: Sequence[Child]) -> None:
+    """Wait for the workers to finish their trials; on Ctrl-C, interrupt them (they resume).
+    No SIGKILL: a worker's interrupt stops its server and stores its trial, then it exits."""
+    try:
+        for helper in helpers:
+            helper.wait()
+    except KeyboardInterrupt:
+        for helper in helpers:
+            if helper.poll() is None:
+                signal_group(helper.pid, signal.SIGINT)
+        for helper in helpers:
+            helper.wait()
+        raise
