@@ -9,7 +9,8 @@
 # later call, with .gpu/p2 and the tuner's missing wheels (.whl) carried: `bash
 # benchmarks/gpu_tuner.sh`. Each call goes on where the last stopped (state in /root/run on a
 # warm host; a study cut off by the call's limit is resumed by the same command) and copies what
-# it has to $OUT. DEADLINE_S: seconds this call may use.
+# it has to $OUT. DEADLINE_S: seconds this call may use. STEPS: which steps, in order (default:
+# probe optimize configs profile; the next stay's: probe bytecode schedule_v1 optimize128).
 set -uo pipefail
 R=/root/run
 mkdir -p "$R/logs"
@@ -40,9 +41,11 @@ if ! is_done models; then
     done_ models
 fi
 SERVE="python3 -m vllm.entrypoints.cli.main serve {model}"
+STEPS=" ${STEPS:-probe optimize configs profile} "
+wants() { case "$STEPS" in *" $1 "*) return 0 ;; esac; return 1; }
 PROFILE=0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10  # EAGLE-3 on Llama-3.1-8B, vllm#26191 (docs/gpu.md)
 
-if ! is_done probe; then  # what a start spends before vLLM says anything
+if wants probe && ! is_done probe; then  # what a start spends before vLLM says anything
     {
         echo "nproc $(nproc); dont_write_bytecode $(python3 -c 'import sys; print(sys.flags.dont_write_bytecode)')"
         env | grep -E '^PYTHON|^VLLM' | sort
@@ -67,7 +70,7 @@ with open("/root/run/code32.jsonl", "w") as out:
         out.write(json.dumps(r) + "\n")
 EOF
 
-if ! is_done optimize && [ "$(left)" -gt 120 ]; then
+if wants optimize && ! is_done optimize && [ "$(left)" -gt 120 ]; then
     VLLM_ENABLE_V1_MULTIPROCESSING=0 timeout -s TERM "$(( $(left) - 40 ))" python3 -c 'from tuner.cli import main; main()' \
         optimize --workload "$R/code32.jsonl" --model /root/models/target --name "gpu guided" \
         --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
@@ -81,7 +84,7 @@ if ! is_done optimize && [ "$(left)" -gt 120 ]; then
     [ "$rc" = 0 ] && done_ optimize
 fi
 
-if is_done optimize && ! is_done configs && [ "$(left)" -gt 200 ]; then
+if wants configs && ! is_done configs && [ "$(left)" -gt 200 ]; then
     # A schedule with a different k at each load: does the server draft that many tokens there?
     # And the baseline with vLLM's own engine process (every other figure here runs it in-process).
     VLLM_ENABLE_V1_MULTIPROCESSING=0 timeout "$(( $(left) - 20 ))" python3 benchmarks/gpu_configs.py \
@@ -92,7 +95,7 @@ if is_done optimize && ! is_done configs && [ "$(left)" -gt 200 ]; then
     grep -q '"name": "baseline-engine-process"' "$R/gpu-configs.json" 2>/dev/null && done_ configs
 fi
 
-if ! is_done profile && [ "$(left)" -gt 150 ]; then
+if wants profile && ! is_done profile && [ "$(left)" -gt 150 ]; then
     # A warm start under cProfile, engine in-process so one profile holds all of it.
     port=8011; t0=$(date +%s.%N)
     VLLM_ENABLE_V1_MULTIPROCESSING=0 python3 -m cProfile -o "$R/serve.prof" -m vllm.entrypoints.cli.main serve \
@@ -101,11 +104,56 @@ if ! is_done profile && [ "$(left)" -gt 150 ]; then
     until curl -sf "http://127.0.0.1:$port/health" >/dev/null; do
         sleep 0.5; kill -0 $pid 2>/dev/null || break; [ "$(left)" -gt 30 ] || break
     done
-    echo "profiled start to /health: $(echo "$(date +%s.%N) - $t0" | bc) s" > "$R/profile.txt"
+    echo "profiled start to /health: $(python3 -c "import time; print(round(time.time() - $t0, 1))") s" > "$R/profile.txt"
     kill -INT $pid; for i in $(seq 60); do kill -0 $pid 2>/dev/null || break; sleep 0.5; done; kill -KILL $pid 2>/dev/null
     python3 -c "
 import pstats, sys
 p = pstats.Stats('$R/serve.prof', stream=sys.stdout)
 p.sort_stats('cumulative').print_stats(80)" >> "$R/profile.txt" 2>&1 && done_ profile
     head -3 "$R/profile.txt"
+fi
+
+if wants bytecode && ! is_done bytecode && [ "$(left)" -gt 330 ]; then
+    # A start that fills the compile cache, one with PYTHONDONTWRITEBYTECODE=1 (every process
+    # compiles vLLM's source), then twice
+    # as the tuner starts servers now (without it: the first writes the bytecode, the second reads it).
+    timeout "$(( $(left) - 20 ))" python3 benchmarks/gpu_configs.py --target /root/models/target \
+        --server-cmd "$SERVE" --out "$R/gpu-bytecode.json" --concurrency 1 --repeats 1 \
+        --config 'warm-cache=baseline' --env-for warm-cache PYTHONDONTWRITEBYTECODE=1 \
+        --config 'bytecode-off=baseline' --env-for bytecode-off PYTHONDONTWRITEBYTECODE=1 \
+        --config 'bytecode-first=baseline' --config 'bytecode-second=baseline' 2>&1 | tee "$R/bytecode.log" | grep start
+    grep -q '"name": "bytecode-second"' "$R/gpu-bytecode.json" 2>/dev/null && done_ bytecode
+fi
+
+if wants schedule_v1 && ! is_done schedule_v1 && [ "$(left)" -gt 150 ]; then
+    # The schedule that Model Runner V2 of vLLM 0.26.0 cannot capture, on the V1 runner: does
+    # it start, and does the server draft 4, 2 and 1 tokens per draft at concurrency 1, 8, 32?
+    timeout "$(( $(left) - 20 ))" python3 benchmarks/gpu_configs.py --target /root/models/target \
+        --server-cmd "$SERVE" --out "$R/gpu-schedule-v1.json" \
+        --config 'schedule-v1={"method": "eagle3", "model": "/root/models/eagle3-8b", "num_speculative_tokens": 4, "num_speculative_tokens_per_batch_size": [[1, 4, 4], [5, 16, 2], [17, 512, 1]]}' \
+        --env-for schedule-v1 VLLM_USE_V2_MODEL_RUNNER=0 2>&1 | tee "$R/schedule-v1.log" | tail -5
+    grep -q '"name": "schedule-v1"' "$R/gpu-schedule-v1.json" 2>/dev/null && done_ schedule_v1
+fi
+
+if wants optimize128 && ! is_done optimize128 && [ "$(left)" -gt 120 ]; then
+    # The study of section 4 again with 144 requests (the 48 code requests three times), so that
+    # concurrency 32 has 4.5 requests per client: do c8 and c32 now agree with the grid?
+    python3 - <<'PY'
+import json
+lines = open("workloads/code.jsonl").read().splitlines()
+with open("/root/run/code144.jsonl", "w") as out:
+    for copy in range(3):
+        for line in lines:
+            r = json.loads(line); r["max_tokens"] = r["output_tokens"] = 48; r["id"] = f"{r['id']}-{copy}"
+            out.write(json.dumps(r) + "\n")
+PY
+    timeout -s TERM "$(( $(left) - 40 ))" python3 -c 'from tuner.cli import main; main()' \
+        optimize --workload "$R/code144.jsonl" --model /root/models/target --name "gpu guided 144" \
+        --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
+        --method eagle3 --method draft_model --draft eagle3=/root/models/eagle3-8b \
+        --draft draft_model=/root/models/draft-250m --k 1,2,3,4,6,8 --concurrency 1,8,32 \
+        --synthetic-acceptance "$PROFILE" --warmup 4 --repeats 2 --gpus 0 \
+        --db "sqlite:///$R/tuner.db" --log-dir "$R/logs" --no-warm-start > "$R/optimize128.txt" 2> "$R/optimize128-progress.log"
+    rc=$?; echo "optimize128 rc=$rc"; tail -30 "$R/optimize128.txt"
+    [ "$rc" = 0 ] && done_ optimize128
 fi
