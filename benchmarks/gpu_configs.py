@@ -30,8 +30,9 @@ from tuner.replay import LoadSpec
 from tuner.trial import MeasureSettings, measure_config_at_loads
 from tuner.workload import load_workload
 
+from gpu_step_cost import EAGLE3_PROFILE  # the published EAGLE-3 profile (vllm#26191)
+
 ROOT = Path(__file__).resolve().parents[1]
-EAGLE3_PROFILE = "0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10"  # as in gpu_step_cost.py (vllm#26191)
 
 
 def main() -> None:
@@ -44,7 +45,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--requests", type=int, default=32)
     parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--rates", default=EAGLE3_PROFILE)
+    parser.add_argument("--rates", default=",".join(map(str, EAGLE3_PROFILE)))
     parser.add_argument("--server-cmd", default=None)
     parser.add_argument("--server-arg", action="append", default=["--load-format=dummy", "--max-model-len=4096"])
     parser.add_argument("--out", type=Path, required=True)

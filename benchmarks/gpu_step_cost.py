@@ -27,7 +27,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from tuner.engine import ServerOptions, SpecConfig
+from tuner.engine import ServerOptions
 from tuner.engine.installed import gpu_name
 from tuner.replay import LoadSpec
 from tuner.search.space import SearchSpace
@@ -39,11 +39,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # MT-Bench, temperature 0, k=7 ("acceptance at token i", vllm-project/vllm issue #26191, the
 # figures before the regression it reports); the 8th position extends its ratio (0.13 x 0.77).
 EAGLE3_PROFILE = (0.74, 0.54, 0.41, 0.31, 0.23, 0.17, 0.13, 0.10)
-
-
-def synthetic(spec: SpecConfig, rates: tuple[float, ...]) -> SpecConfig:
-    return replace(spec, extra={**spec.extra, "rejection_sample_method": "synthetic",
-                                "synthetic_acceptance_rates": list(rates[:spec.k])})
 
 
 def row_of(candidate, m, startup_s: float) -> dict:
@@ -106,7 +101,7 @@ def main() -> None:
     workload = replace(loaded, requests=tuple(requests))
     env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"} if args.inproc else {}
     server = ServerOptions(server_cmd=args.server_cmd, server_args=list(args.server_arg), env=env,
-                           log_dir=args.out_dir / "logs", gpus=(0,))
+                           log_dir=args.out_dir / "logs", gpus=(0,), synthetic_acceptance=rates)
     settings = MeasureSettings(load=loads[0], extra_loads=tuple(loads[1:]), repeats=args.repeats,
                                warmup=4, server=server, retries=1, retry_wait_s=5.0)
     rows = json.loads(args.resume.read_text())["rows"] if args.resume and args.resume.exists() else []
@@ -126,7 +121,7 @@ def main() -> None:
         if time.monotonic() - started > args.budget_s:
             print(f"budget spent: {candidate.label} and the rest not started", flush=True)
             break
-        spec = synthetic(candidate.spec, rates) if candidate.spec else None
+        spec = candidate.spec
         t0 = time.monotonic()
         try:
             measured = measure_config_at_loads(args.target, spec, workload, settings)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-import json
 import logging
 import os
 import shlex
@@ -18,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -179,14 +178,11 @@ class VllmServer:
         argv = [part.format(model=self.model, python=sys.executable) for part in shlex.split(template)]
         argv += ["--host", self.options.host, "--port", str(self.port)]
         if self.spec is not None:
-            argv += ["--speculative-config", json.dumps(self._server_spec(), sort_keys=True)]
+            spec = self.spec
+            if rates := self.options.synthetic_acceptance:
+                spec = replace(spec, extra={**spec.extra, **synthetic_fields(rates, spec.k)})
+            argv += ["--speculative-config", spec.to_json()]
         return argv + list(self.options.server_args)
-
-    def _server_spec(self) -> dict:
-        config = self.spec.to_vllm()
-        if rates := self.options.synthetic_acceptance:
-            config.update(synthetic_fields(rates, self.spec.k))
-        return config
 
     def checked_command(self) -> list[str]:
         """The command line, after checking that its program exists (a UsageError if not)."""
