@@ -18,8 +18,8 @@ from tuner.engine import ServerOptions, SpecConfig
 from tuner.engine.server import parse_synthetic_acceptance
 from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
-from tuner.report import (MeasureProgress, StudyProgressView, measurement_table, outcome_dict,
-                          pareto_table, schedule_text, trials_table, verdict_dict, verdict_text)
+from tuner.report import (MeasureProgress, StudyProgressView, k_by_batch_size_text, measurement_table,
+                          outcome_dict, pareto_table, trials_table, verdict_dict, verdict_text)
 from tuner.trial import MeasureSettings, measure_config
 from tuner.workload import load_workload
 
@@ -326,8 +326,8 @@ def optimize(
         console.print(f"server starts in this run: {outcome.restarts} "
                       f"(the grid of this space: {len(space.candidates())})")
         console.print(pareto_table(rows, plan.options.slos))
-        if outcome.schedule is not None:
-            console.print(schedule_text(outcome), highlight=False, soft_wrap=True)
+        if outcome.k_by_batch_size is not None:
+            console.print(k_by_batch_size_text(outcome), highlight=False, soft_wrap=True)
         console.print(verdict_text(outcome.verdict, rows, written), highlight=False, soft_wrap=True)
         if rates:
             console.print(SYNTHETIC_NOTE.format(rates=synthetic_acceptance), highlight=False, soft_wrap=True)

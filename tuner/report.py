@@ -10,7 +10,7 @@ from rich.table import Table
 from tuner.replay import Percentiles, RequestResult
 from tuner.search import Answer
 from tuner.search.output_check import divergence_text
-from tuner.search.schedule import schedule_beats_single
+from tuner.search.k_by_batch_size import k_by_batch_size_beats_single
 from tuner.search.verdict import Verdict, objective_by_trial, prediction_error as prediction_figures
 from tuner.stats import geometric_mean
 from tuner.store import TrialRow
@@ -188,7 +188,7 @@ def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None,
     match = "-" if r.greedy_match_rate is None else (
         f"{r.greedy_match_rate:.0%}" if r.greedy_match_rate == 1
         else f"[red]{r.greedy_match_rate:.0%}[/]" + divergence_text(r.first_divergence))
-    number = "sched" if r.kind == "schedule" else str(r.optuna_trial_number)
+    number = "k/bs" if r.kind == "k_by_batch_size" else str(r.optuna_trial_number)
     tpot = "-" if not r.tpot_p50_s else f"{r.tpot_p50_s * 1000:.2f}/" + (
         f"{r.tpot_p99_s * 1000:.2f}" if r.tpot_p99_s is not None else "-")
     table.add_row(
@@ -241,30 +241,30 @@ def prediction_error(rows: list[TrialRow]) -> str | None:
     return f"step-cost model: predicted {trials}, mean absolute error {mean:.1%}, worst {worst:.1%}"
 
 
-def schedule_text(outcome) -> str:
+def k_by_batch_size_text(outcome) -> str:
     """The k-by-batch-size schedule, measured, against the best single config and the baseline."""
-    schedule = outcome.schedule
+    k_by_batch_size = outcome.k_by_batch_size
     lines = ["[bold]k by batch size[/] (vLLM num_speculative_tokens_per_batch_size)"]
-    if schedule.config() is None:
+    if k_by_batch_size.config() is None:
         lines.append("speculation loses at every load level")
         return "\n".join(lines)
-    measured = {r.load: r for r in outcome.schedule_rows or []}
+    measured = {r.load: r for r in outcome.k_by_batch_size_rows or []}
     single = {r.load: r for r in outcome.single or []}
-    for level in schedule.levels:
+    for level in k_by_batch_size.levels:
         parts = [f"  {level.load}: k={level.k}",
                  f"baseline {level.baseline.tokens_per_s:.1f}"]
         if level.load in single:
             parts.append(f"best single ({single[level.load].label}) {single[level.load].tokens_per_s:.1f}")
-        sched = measured.get(level.load)
-        if sched is not None and sched.tokens_per_s:
-            parts.append(f"schedule {sched.tokens_per_s:.1f} tok/s ({sched.tokens_per_s / level.baseline.tokens_per_s:.2f}x)")
-        if sched is not None and sched.k_applied is not None:
-            parts.append(f"server drafted {sched.k_applied:.2f} tokens per draft")  # did it use k here?
+        own = measured.get(level.load)
+        if own is not None and own.tokens_per_s:
+            parts.append(f"k by batch size {own.tokens_per_s:.1f} tok/s ({own.tokens_per_s / level.baseline.tokens_per_s:.2f}x)")
+        if own is not None and own.k_applied is not None:
+            parts.append(f"server drafted {own.k_applied:.2f} tokens per draft")  # did it use k here?
         lines.append(", ".join(parts))
-    if outcome.schedule_rows is None:
-        lines.append("[red]the schedule's own measurement failed[/]; see the trials table")
-    elif schedule_beats_single(outcome.schedule_rows, outcome.single) is False:
-        lines.append(f"[yellow]the schedule measured slower than the best single config "
+    if outcome.k_by_batch_size_rows is None:
+        lines.append("[red]the k-by-batch-size schedule's own measurement failed[/]; see the trials table")
+    elif k_by_batch_size_beats_single(outcome.k_by_batch_size_rows, outcome.single) is False:
+        lines.append(f"[yellow]the k-by-batch-size schedule measured slower than the best single config "
                      f"({outcome.single[0].label}) over these levels[/]")
     return "\n".join(lines)
 
@@ -300,7 +300,7 @@ def answer_text(answer: Answer, with_verdict: bool = True) -> str:
 def verdict_text(verdict: Verdict, rows: list[TrialRow] | None = None, config_file: str | None = None) -> str:
     """The study's one answer: every load's figures, then what to deploy and the line to paste."""
     lines = [answer_text(a, with_verdict=len(verdict.answers) > 1) for a in verdict.answers.values()]
-    colour = "green" if verdict.kind in ("config", "schedule") else "yellow" if verdict.kind == "off" else "red"
+    colour = "green" if verdict.kind in ("config", "k_by_batch_size") else "yellow" if verdict.kind == "off" else "red"
     lines.append(f"[bold {colour}]answer: {verdict.headline}[/]")
     for note in verdict.notes:
         lines.append(f"[yellow]note[/]: {note}")
@@ -358,15 +358,18 @@ def verdict_dict(verdict: Verdict) -> dict:
 
 
 def outcome_dict(outcome) -> dict:
-    """The verdict, and the schedule where several concurrency levels were measured."""
-    schedule = None
-    if outcome.schedule is not None:
-        schedule = {**outcome.schedule.to_dict(),
-                    "measured_tokens_per_s": {r.load: r.tokens_per_s for r in outcome.schedule_rows or []},
-                    "best_single": [{"load": r.load, "label": r.label, "config": r.config,
-                                     "tokens_per_s": r.tokens_per_s} for r in outcome.single or []],
-                    "beats_best_single": schedule_beats_single(outcome.schedule_rows, outcome.single)}
-    return {**verdict_dict(outcome.verdict), "schedule": schedule, "server_starts": outcome.restarts}
+    """The verdict, and the k by batch size where several concurrency levels were measured."""
+    k_by_batch_size = None
+    if outcome.k_by_batch_size is not None:
+        rows = outcome.k_by_batch_size_rows
+        k_by_batch_size = {**outcome.k_by_batch_size.to_dict(),
+                           "measured_tokens_per_s": {r.load: r.tokens_per_s for r in rows or []},
+                           "best_single": [{"load": r.load, "label": r.label, "config": r.config,
+                                            "tokens_per_s": r.tokens_per_s} for r in outcome.single or []],
+                           "beats_best_single": k_by_batch_size_beats_single(rows, outcome.single)}
+    return {**verdict_dict(outcome.verdict), "k_by_batch_size": k_by_batch_size,
+            "schedule": k_by_batch_size,  # deprecated alias of "k_by_batch_size", removed next release
+            "server_starts": outcome.restarts}
 
 
 def schedules_table(views: list[dict]) -> Table:

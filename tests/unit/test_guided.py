@@ -1,4 +1,4 @@
-"""The step-cost model, the guided search's proposals, latency targets and k schedules
+"""The step-cost model, the guided search's proposals, latency targets and k by batch size
 (pure functions; the study loop runs them in test_study_loop.py, the real server in integration)."""
 
 import pytest
@@ -7,7 +7,7 @@ from tuner.errors import UsageError
 from tuner.replay import LoadSpec
 from tuner.search.guided import GuidedSearch, drafter_of, k_of, key_of, observation, run_noise
 from tuner.search.predict import Observation, Prediction, StepCostModel, prediction_miss
-from tuner.search.schedule import batch_ranges
+from tuner.search.k_by_batch_size import batch_ranges
 from tuner.search.slo import parse_slo
 from tuner.search.space import SearchSpace
 

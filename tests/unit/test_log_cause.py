@@ -40,6 +40,6 @@ def test_a_worker_process_s_error_beats_the_engine_s_wrapper():
 def test_a_bare_assertion_names_the_assert_and_where_it_is():
     # vLLM 0.26.0 on an H200: an eagle3 k-by-batch-size schedule fails in Model Runner V2's
     # CUDA-graph capture with a bare AssertionError (benchmarks/data/gpu-schedule-start-failure.log).
-    cause = failure_cause(read_tail(DATA / "log_gpu_schedule_assertion.log"))
+    cause = failure_cause(read_tail(DATA / "log_gpu_k_by_batch_size_assertion.log"))
     assert cause == ("AssertionError: assert 0 < num_reqs <= num_tokens "
                      "(vllm/v1/worker/gpu/input_batch.py:109, make_dummy)")

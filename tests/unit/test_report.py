@@ -6,10 +6,10 @@ from rich.console import Console
 
 from dataclasses import replace
 
-from tuner.report import StudyProgressView, schedule_text, trials_table, verdict_text
+from tuner.report import StudyProgressView, k_by_batch_size_text, trials_table, verdict_text
 from tuner.replay import LoadSpec
-from tuner.search.schedule import best_single, schedule_beats_single, tune_schedule
-from tuner.search.study import StudyOutcome, _schedule_record
+from tuner.search.k_by_batch_size import best_single, k_by_batch_size_beats_single, tune_k_by_batch_size
+from tuner.search.study import StudyOutcome, _k_by_batch_size_record
 from tuner.search.verdict import StudyRules, study_verdict
 from tuner.store import TrialRow
 
@@ -54,36 +54,37 @@ def test_answer_text_ends_with_the_deploy_command():
         "vllm serve m --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 2}'")
 
 
-def test_a_schedule_measured_slower_than_the_best_single_config_is_not_the_one_deployed():
+def test_a_k_by_batch_size_measured_slower_than_the_best_single_config_is_not_the_one_deployed():
     k = {n: {"method": "ngram", "num_speculative_tokens": n} for n in (2, 6)}
     loads = (LoadSpec("concurrency", 1), LoadSpec("concurrency", 16))
     c1, c16 = (load.label for load in loads)
     rows = [row(0, None, 100.0, load=c1), row(0, None, 400.0, load=c16),
             row(1, k[6], 180.0, load=c1), row(1, k[6], 420.0, load=c16),
             row(2, k[2], 150.0, load=c1), row(2, k[2], 520.0, load=c16)]
-    schedule = tune_schedule(rows, loads, noise=0.02)
-    assert [level.k for level in schedule.levels] == [6, 2]
+    k_by_batch_size = tune_k_by_batch_size(rows, loads, noise=0.02)
+    assert [level.k for level in k_by_batch_size.levels] == [6, 2]
     single = [rows[4], rows[5]]  # k=2: the higher geometric mean over both levels
-    measured = [replace(rows[2], config=schedule.config(), tokens_per_s=185.0),
-                replace(rows[5], config=schedule.config(), tokens_per_s=515.0)]
+    measured = [replace(rows[2], config=k_by_batch_size.config(), tokens_per_s=185.0),
+                replace(rows[5], config=k_by_batch_size.config(), tokens_per_s=515.0)]
     slower = [replace(r, tokens_per_s=r.tokens_per_s * 0.7) for r in measured]
     assert best_single(rows, loads, max_output_change=0.0) == single
-    faster_text = _render(schedule, single, [replace(r, kind="schedule") for r in measured], rows)
+    faster_text = _render(k_by_batch_size, single, [replace(r, kind="k_by_batch_size") for r in measured], rows)
     assert "num_speculative_tokens_per_batch_size" in faster_text.splitlines()[-1]
-    assert schedule_beats_single(slower, single) is False
-    text = _render(schedule, single, [replace(r, kind="schedule") for r in slower], rows)
-    assert "measured slower than the best single config (ngram k=2)" in text
-    assert "the k-by-batch-size schedule measured slower" in text
+    assert "k by batch size 185.0 tok/s (1.85x)" in faster_text
+    assert k_by_batch_size_beats_single(slower, single) is False
+    text = _render(k_by_batch_size, single, [replace(r, kind="k_by_batch_size") for r in slower], rows)
+    assert "the k-by-batch-size schedule measured slower than the best single config (ngram k=2)" in text
+    assert "; the k-by-batch-size schedule measured slower" in text  # the verdict says why
     assert text.splitlines()[-1].strip() == (
         """vllm serve m --speculative-config '{"method": "ngram", "num_speculative_tokens": 2}'""")
 
 
-def _render(schedule, single, measured, rows) -> str:
-    """The schedule's figures and the verdict, as `tuner optimize` prints them at the end."""
-    rules = StudyRules(schedule=_schedule_record(schedule, measured, single))
+def _render(k_by_batch_size, single, measured, rows) -> str:
+    """The k by batch size's figures and the verdict, as `tuner optimize` prints them at the end."""
+    rules = StudyRules(k_by_batch_size=_k_by_batch_size_record(k_by_batch_size, measured, single))
     verdict = study_verdict(rows + measured, rules, noise=0.02)
     console = Console(record=True, width=300)
-    console.print(schedule_text(StudyOutcome("s", {}, single, schedule, measured, 5, verdict)))
+    console.print(k_by_batch_size_text(StudyOutcome("s", {}, single, k_by_batch_size, measured, 5, verdict)))
     console.print(verdict_text(verdict))
     return console.export_text()
 
@@ -96,18 +97,20 @@ def test_the_trials_table_shows_each_start_and_its_share_of_the_trial():
     assert "start (share)" in text and "56 s (81%)" in text
 
 
-def test_the_schedule_text_says_how_many_tokens_the_server_drafted_at_each_load():
+def test_the_k_by_batch_size_text_says_how_many_tokens_the_server_drafted_at_each_load():
     ngram = {"method": "ngram", "num_speculative_tokens": 4}
     loads = [LoadSpec("concurrency", 1), LoadSpec("concurrency", 8)]
     rows = [row(0, None, 100.0, load="concurrency 1"), row(0, None, 500.0, load="concurrency 8"),
             row(1, ngram, 180.0, load="concurrency 1"), row(1, ngram, 510.0, load="concurrency 8")]
-    schedule = tune_schedule(rows, loads)
-    measured = [replace(row(-1, schedule.config(), 181.0, load="concurrency 1"), drafts=10, draft_tokens=40),
-                replace(row(-1, schedule.config(), 505.0, load="concurrency 8"), drafts=10, draft_tokens=0)]
-    outcome = StudyOutcome("s", {}, best_single(rows, loads), schedule, measured, 3, None)
-    text = schedule_text(outcome)
+    k_by_batch_size = tune_k_by_batch_size(rows, loads)
+    config = k_by_batch_size.config()
+    measured = [replace(row(-1, config, 181.0, load="concurrency 1"), drafts=10, draft_tokens=40),
+                replace(row(-1, config, 505.0, load="concurrency 8"), drafts=10, draft_tokens=0)]
+    outcome = StudyOutcome("s", {}, best_single(rows, loads), k_by_batch_size, measured, 3, None)
+    text = k_by_batch_size_text(outcome)
     assert "server drafted 4.00 tokens per draft" in text and "server drafted 0.00 tokens per draft" in text
-    assert _schedule_record(schedule, measured, None)["k_applied"] == {"concurrency 1": 4.0, "concurrency 8": 0.0}
+    assert _k_by_batch_size_record(k_by_batch_size, measured, None)["k_applied"] == {
+        "concurrency 1": 4.0, "concurrency 8": 0.0}
 
 
 def test_a_failed_trial_over_several_loads_is_no_load_level_of_its_own():

@@ -1,5 +1,6 @@
 """The Alembic migrations create exactly the schema the SQLAlchemy models describe."""
 
+import json
 import os
 import subprocess
 import sys
@@ -82,3 +83,38 @@ def test_upgrade_from_0002_keeps_the_figures_and_files_them_under_the_run_load(d
     command.downgrade(alembic_config(url), "0002")  # and back, for a rollback
     with engine.connect() as c:
         assert c.execute(text("SELECT output_tokens_per_s FROM tuner_trial_metrics")).scalar() == 123.5
+
+
+def test_upgrade_from_0005_renames_the_k_by_batch_size_column_and_trial_kind(db_url):
+    from alembic import command
+
+    from tuner.store import ResultStore
+    from tuner.store.db import alembic_config, upgrade
+
+    url = db_url
+    command.upgrade(alembic_config(url), "0005")
+    record = {"config": {"method": "ngram", "num_speculative_tokens": 3,
+                         "num_speculative_tokens_per_batch_size": [[1, 2, 3], [3, 4, 2]]},
+              "beats_best_single": True}
+    engine = create_engine(url)
+    with engine.begin() as c:
+        c.execute(text("INSERT INTO tuner_models (id, name, created_at) VALUES (1, 'm', '2026-11-01')"))
+        c.execute(text("INSERT INTO tuner_workloads (id, type, file_name, content_hash, request_count, "
+                       "created_at) VALUES (1, 'code', 'code.jsonl', 'h', 3, '2026-11-01')"))
+        c.execute(text("INSERT INTO tuner_study_runs (id, study_name, model_id, workload_id, space, load, "
+                       "server_args, host, status, started_at, schedule) VALUES (1, 's', 1, 1, '{}', "
+                       "'concurrency 1,4', '[]', 'h', 'finished', '2026-11-01', :record)"),
+                  {"record": json.dumps(record)})
+        for trial_id, number, kind in ((1, 0, "study"), (2, -1, "schedule")):
+            c.execute(text("INSERT INTO tuner_trials (id, study_run_id, optuna_trial_number, config, label, "
+                           "kind, status, started_at) VALUES (:id, 1, :number, 'null', 'x', :kind, "
+                           "'complete', '2026-11-01')"), {"id": trial_id, "number": number, "kind": kind})
+    upgrade(url)
+    store = ResultStore(open_database(url))
+    assert store.study_rules()["s"]["k_by_batch_size"] == record
+    assert {row.optuna_trial_number: row.kind for row in store.trials()} == {0: "study", -1: "k_by_batch_size"}
+    command.downgrade(alembic_config(url), "0005")  # and back, for a rollback
+    with engine.connect() as c:
+        stored = c.execute(text("SELECT schedule FROM tuner_study_runs")).scalar()
+        assert (json.loads(stored) if isinstance(stored, str) else stored) == record  # PostgreSQL parses it
+        assert sorted(c.execute(text("SELECT kind FROM tuner_trials")).scalars()) == ["schedule", "study"]

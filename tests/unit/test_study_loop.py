@@ -4,17 +4,20 @@ tests/integration/test_optimize_real.py runs it on the real vLLM server)."""
 
 import optuna
 import pytest
+from fastapi.testclient import TestClient
 from optuna.trial import TrialState
 
 from fakes import Quiet, fake_measurement
 from tuner.engine import ServerOptions
 from tuner.errors import MetricsError, ServerDiedError, ServerStartError, TunerError
 from tuner.replay import LoadSpec
+from tuner.report import outcome_dict
 from tuner.search import OptimizeSettings, SearchSpace, optimize
 from tuner.search import study as study_module
 from tuner.search.slo import parse_slos
 from tuner.store import NOT_MEASURED, ResultStore, open_database, optuna_storage
 from tuner.trial import MeasureSettings
+from tuner.web import create_app
 from tuner.workload import Request, Workload
 
 
@@ -164,7 +167,7 @@ def test_slo_makes_fast_configs_infeasible_and_the_answer_respects_it(setup, mon
     assert run["slos"] == ["tpot_p99_ms<=38"] and run["pareto_front"]["concurrency 1"]
 
 
-def test_several_loads_give_a_schedule_measured_against_the_best_single_k(setup, monkeypatch):
+def test_several_loads_give_a_k_by_batch_size_measured_against_the_best_single_k(setup, monkeypatch):
     url, store, workload, settings = setup
     starts = []
 
@@ -188,17 +191,27 @@ def test_several_loads_give_a_schedule_measured_against_the_best_single_k(setup,
     space = SearchSpace(methods=("draft_model",), ks=(1, 2, 3, 4, 6, 8), drafts={"draft_model": ("good",)})
     outcome = optimize("m", workload, space, multi, store, optuna_storage(url),
                        OptimizeSettings(trials=10, strategy="grid", noise=0.01), Quiet())
-    ks = [level.k for level in outcome.schedule.levels]
+    ks = [level.k for level in outcome.k_by_batch_size.levels]
     assert ks[0] > ks[1] > ks[2] >= 0  # verification costs more in bigger batches: k falls with load
-    config = outcome.schedule.config()
+    config = outcome.k_by_batch_size.config()
     ranges = config["num_speculative_tokens_per_batch_size"]
     assert ranges[0][0] == 1 and config["num_speculative_tokens"] == ks[0]
-    assert [r.load for r in outcome.schedule_rows] == [load.label for load in loads]
-    assert len(starts) == len(space.candidates()) + 1  # one start per config, plus the schedule's
+    assert [r.load for r in outcome.k_by_batch_size_rows] == [load.label for load in loads]
+    assert {r.kind for r in outcome.k_by_batch_size_rows} == {"k_by_batch_size"}
+    assert len(starts) == len(space.candidates()) + 1  # one start per config, plus its own
     single = {r.load: r.tokens_per_s for r in outcome.single}
-    sched = {r.load: r.tokens_per_s for r in outcome.schedule_rows}
-    assert all(sched[label] >= single[label] * 0.999 for label in single)
-    assert sum(sched.values()) > sum(single.values())
+    own = {r.load: r.tokens_per_s for r in outcome.k_by_batch_size_rows}
+    assert all(own[label] >= single[label] * 0.999 for label in single)
+    assert sum(own.values()) > sum(single.values())
+    assert outcome.verdict.kind == "k_by_batch_size" and outcome.verdict.deployed == config
+
+    # --json and /api/model: the key "k_by_batch_size", and "schedule" as its deprecated alias
+    printed = outcome_dict(outcome)
+    assert printed["kind"] == "k_by_batch_size" and printed["k_by_batch_size"]["config"] == config
+    assert printed["schedule"] == printed["k_by_batch_size"]
+    view = TestClient(create_app(url)).get("/api/model", params={"model": "m", "type": "code"}).json()
+    assert view["kind"] == "k_by_batch_size" and view["k_by_batch_size"]["config"] == config
+    assert view["schedule"] == view["k_by_batch_size"]
 
 
 def test_a_study_at_several_loads_warm_starts_from_the_previous_one(setup, monkeypatch):

@@ -32,7 +32,8 @@ from tuner.search.output_check import BaselineOutputs, compare_outputs, output_c
 from tuner.search.guided import DEFAULT_Z, key_of, observation
 from tuner.search.proposers import Proposer, QueueProposer, SamplerProposer, guided_proposer, to_rerun
 from tuner.search.predict import Observation
-from tuner.search.schedule import Schedule, best_single, schedule_beats_single, tune_schedule
+from tuner.search.k_by_batch_size import (KByBatchSize, best_single, k_by_batch_size_beats_single,
+                                          tune_k_by_batch_size)
 from tuner.search.slo import Slo, pareto_front
 from tuner.search.space import Candidate, SearchSpace
 from tuner.search.verdict import StudyRules, Verdict, measured_loads, study_verdict
@@ -59,7 +60,7 @@ class OptimizeSettings:
     name: str | None = None  # the Optuna study; default "model | workload type | load"
     z: float = DEFAULT_Z  # guided: how many standard deviations count as "plausibly better"
     # A worker joining a study others run (`tuner worker`): it leaves their running trials alone
-    # (only stale ones are failed), and the creator alone measures the final k schedule.
+    # (only stale ones are failed), and the creator alone measures the final k by batch size.
     join: bool = False
     # Share of greedy requests a config may change and still be chosen (GPUs may flip near-ties);
     # allow_output_change: chosen whatever it changed, with a warning.
@@ -90,8 +91,8 @@ class StudyOutcome:
     study_name: str
     answers: dict[str, Answer]  # load label -> answer, in load order
     single: list[TrialRow] | None  # best single config, a row per load (several loads only)
-    schedule: Schedule | None
-    schedule_rows: list[TrialRow] | None  # the schedule measured on the real server, per load
+    k_by_batch_size: KByBatchSize | None
+    k_by_batch_size_rows: list[TrialRow] | None  # it, measured on the real server, per load
     restarts: int  # server starts this call spent
     verdict: Verdict  # what to deploy, as `tuner best` and the dashboard show it
 
@@ -285,11 +286,11 @@ def optimize(
             for row in rows:
                 progress.trial_finished(row)
             _store_pareto(store, run_id, name)
-        schedule, schedule_rows, single = None, None, None
-        if len(settings.loads) > 1 and not options.join:  # the creator alone measures the schedule
-            schedule, schedule_rows, single = _k_by_batch_size(name, model, workload, settings, store, run_id,
-                                                               progress, measure, options)
-            if schedule is not None and schedule.config() is not None:  # its own server was started
+        k_by_batch_size, k_by_batch_size_rows, single = None, None, None
+        if len(settings.loads) > 1 and not options.join:  # the creator alone measures k by batch size
+            k_by_batch_size, k_by_batch_size_rows, single = _k_by_batch_size(
+                name, model, workload, settings, store, run_id, progress, measure, options)
+            if k_by_batch_size is not None and k_by_batch_size.config() is not None:  # its own server was started
                 restarts += starts_per_trial
         status = "finished"
     finally:
@@ -297,23 +298,24 @@ def optimize(
     rows = store.trials(study_name=name)
     verdict = study_verdict(rows, StudyRules.from_stored(store.study_runs(name)[-1]), options.noise)
     answers = {load.label: verdict.answers[load.label] for load in settings.loads}
-    return StudyOutcome(name, answers, single, schedule, schedule_rows, restarts, verdict)
+    return StudyOutcome(name, answers, single, k_by_batch_size, k_by_batch_size_rows, restarts, verdict)
 
 
 def _k_by_batch_size(name: str, model: str, workload: Workload, settings: MeasureSettings, store: ResultStore,
                      run_id: int, progress: StudyProgress, measure, options: OptimizeSettings):
     """Over several concurrency levels: the best single config, the k-by-batch-size schedule
-    tuned from the study's rows and that schedule measured on its own server, all stored with
-    the run. (schedule, its rows, the best single config's rows)."""
+    tuned from the study's rows and that table measured on its own server, all stored with
+    the run. (k by batch size, its rows, the best single config's rows)."""
     rows = store.trials(study_name=name)
     single = best_single(rows, settings.loads, options.slos, options.output_rule)
-    schedule = tune_schedule(rows, settings.loads, options.noise, options.slos, options.output_rule)
-    schedule_rows = None
-    if schedule is not None and schedule.config() is not None:
-        schedule_rows = _measure_schedule(schedule, name, model, workload, settings, store, run_id,
-                                          progress, measure, options.noise)
-    store.set_run_fields(run_id, schedule=_schedule_record(schedule, schedule_rows, single))
-    return schedule, schedule_rows, single
+    k_by_batch_size = tune_k_by_batch_size(rows, settings.loads, options.noise, options.slos,
+                                           options.output_rule)
+    measured = None
+    if k_by_batch_size is not None and k_by_batch_size.config() is not None:
+        measured = _measure_k_by_batch_size(k_by_batch_size, name, model, workload, settings, store,
+                                            run_id, progress, measure, options.noise)
+    store.set_run_fields(run_id, k_by_batch_size=_k_by_batch_size_record(k_by_batch_size, measured, single))
+    return k_by_batch_size, measured, single
 
 
 def _store_pareto(store: ResultStore, run_id: int, name: str) -> None:
@@ -326,25 +328,26 @@ def _store_pareto(store: ResultStore, run_id: int, name: str) -> None:
     store.set_run_fields(run_id, pareto_front=fronts)
 
 
-def _schedule_record(schedule: Schedule | None, rows: list[TrialRow] | None,
-                     single: list[TrialRow] | None) -> dict | None:
-    if schedule is None:
+def _k_by_batch_size_record(k_by_batch_size: KByBatchSize | None, rows: list[TrialRow] | None,
+                            single: list[TrialRow] | None) -> dict | None:
+    if k_by_batch_size is None:
         return None
-    return {**schedule.to_dict(),
+    return {**k_by_batch_size.to_dict(),
             "measured_tokens_per_s": {r.load: r.tokens_per_s for r in rows or []},
             "k_applied": {r.load: r.k_applied for r in rows or []},
             "best_single": {"label": single[0].label, "config": single[0].config,
                             "tokens_per_s": {r.load: r.tokens_per_s for r in single}} if single else None,
-            "beats_best_single": schedule_beats_single(rows, single)}
+            "beats_best_single": k_by_batch_size_beats_single(rows, single)}
 
 
-def _measure_schedule(schedule: Schedule, name: str, model: str, workload: Workload,
-                      settings: MeasureSettings, store: ResultStore, run_id: int,
-                      progress: StudyProgress, measure, noise: float) -> list[TrialRow] | None:
-    """The schedule on the real server at every load, stored as a trial of kind 'schedule'."""
-    spec = SpecConfig.from_vllm(schedule.config())
-    label = f"{spec.method} k by batch size {schedule.ranges}"
-    trial_id = store.start_trial(run_id, -1, spec.to_vllm(), label, kind="schedule")
+def _measure_k_by_batch_size(k_by_batch_size: KByBatchSize, name: str, model: str, workload: Workload,
+                             settings: MeasureSettings, store: ResultStore, run_id: int,
+                             progress: StudyProgress, measure, noise: float) -> list[TrialRow] | None:
+    """The k by batch size on the real server at every load, stored as a trial of kind
+    'k_by_batch_size'."""
+    spec = SpecConfig.from_vllm(k_by_batch_size.config())
+    label = f"{spec.method} k by batch size {k_by_batch_size.ranges}"
+    trial_id = store.start_trial(run_id, -1, spec.to_vllm(), label, kind="k_by_batch_size")
     try:
         progress.trial_started(-1, label, 0, 1)
         measurements = measure(model, spec, workload, settings, progress)
@@ -355,7 +358,7 @@ def _measure_schedule(schedule: Schedule, name: str, model: str, workload: Workl
         store.end_trial(trial_id, "failed", str(exc), getattr(exc, "log_path", None) and str(exc.log_path))
         return None
     _store_measurements(store, trial_id, name, measurements, noise)
-    return [r for r in store.trials(study_name=name) if r.kind == "schedule"][-len(measurements):]
+    return [r for r in store.trials(study_name=name) if r.kind == "k_by_batch_size"][-len(measurements):]
 
 
 def _run_trial(study, trial, candidate, model, workload, settings, store, run_id, progress,

@@ -24,13 +24,13 @@ from tuner.engine.deploy import production_args, serve_command
 from tuner.errors import TunerError
 from tuner.search.answer import DEFAULT_NOISE, Answer, choose
 from tuner.search.output_check import divergence_text
-from tuner.search.schedule import best_single
+from tuner.search.k_by_batch_size import best_single
 from tuner.search.slo import Slo, parse_slos
 from tuner.stats import geometric_mean
 from tuner.store import NOT_MEASURED, TrialRow
 from tuner.trust import LATENCY_MARKS
 
-CONFIG, SCHEDULE, OFF, NONE = "config", "schedule", "off", "none"
+CONFIG, K_BY_BATCH_SIZE, OFF, NONE = "config", "k_by_batch_size", "off", "none"
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class StudyRules:
     max_output_change: float | None = 0.0  # None: --allow-output-change
     server_args: tuple[str, ...] = ()
     deploy_args: tuple[str, ...] = ()
-    schedule: dict[str, Any] | None = None  # the stored k-by-batch-size schedule record
+    k_by_batch_size: dict[str, Any] | None = None  # the stored k-by-batch-size schedule record
 
     @classmethod
     def from_stored(cls, stored: dict[str, Any] | None) -> StudyRules:
@@ -49,7 +49,7 @@ class StudyRules:
             return cls()
         allowed = None if stored.get("allow_output_change") else (stored.get("max_output_change") or 0.0)
         return cls(parse_slos(stored.get("slos") or []), allowed, tuple(stored.get("server_args") or ()),
-                   tuple(stored.get("deploy_args") or ()), stored.get("schedule"))
+                   tuple(stored.get("deploy_args") or ()), stored.get("k_by_batch_size"))
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Verdict:
     workload_type: str
     load: str  # every load of the study, as one label
     answers: dict[str, Answer]  # load -> the answer there
-    kind: str  # config, schedule, off (keep speculation off), none (no config meets the targets)
+    kind: str  # config, k_by_batch_size, off (keep speculation off), none (no config meets the targets)
     deployed: dict[str, Any] | None  # the --speculative-config to deploy; None for off and none
     label: str  # what is deployed, or the closest config for none
     speedup: float | None  # the deployed config's (off: the best speculative's) tokens/s over the baseline's
@@ -173,11 +173,11 @@ def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
         if a.keep_speculation_off:
             return verdict(OFF, None, "speculation off", [a.best] if a.best else [], a.verdict)
         return verdict(CONFIG, a.winner.config, a.winner.label, [a.winner], a.verdict)
-    record = rules.schedule or {}
+    record = rules.k_by_batch_size or {}
     if record.get("config") and record.get("beats_best_single"):
-        measured = [r for r in rows if r.kind == "schedule" and r.status == "complete" and r.tokens_per_s]
+        measured = [r for r in rows if r.kind == "k_by_batch_size" and r.status == "complete" and r.tokens_per_s]
         shown = list({r.load: r for r in measured}.values())
-        v = verdict(SCHEDULE, record["config"], measured[-1].label if measured else "k by batch size",
+        v = verdict(K_BY_BATCH_SIZE, record["config"], measured[-1].label if measured else "k by batch size",
                     shown, "")
         return replace(v, headline=f"{v.label}: {v.speedup or 0:.2f}x the baseline's output tokens/s "
                                    f"(geometric mean over {label_all}), faster than the best single config")

@@ -57,7 +57,7 @@ class StudyRun(Base):
     # Per load: trial numbers on the front of tokens/s versus p99 TPOT, rewritten as trials end.
     pareto_front: Mapped[dict | None] = mapped_column(JSON)
     # The k-by-batch-size schedule tuned over several loads, with its measurement per load.
-    schedule: Mapped[dict | None] = mapped_column(JSON)
+    k_by_batch_size: Mapped[dict | None] = mapped_column(JSON)
     # Server arguments marked --deploy-arg: kept in the `vllm serve` line of the answer, where
     # the other server arguments (tuning-only, like --enforce-eager) are dropped.
     deploy_args: Mapped[list | None] = mapped_column(JSON)
@@ -81,8 +81,8 @@ class TrialRecord(Base):
     optuna_trial_number: Mapped[int] = mapped_column(Integer)
     config: Mapped[dict | None] = mapped_column(JSON)  # vLLM speculative config; None = baseline
     label: Mapped[str] = mapped_column(String(500))
-    # "study": a point of the search space; "schedule": the final check of a k-by-batch-size
-    # schedule, which is not a point of the space and never the single-config winner.
+    # "study": a point of the search space; "k_by_batch_size": the final check of a
+    # k-by-batch-size schedule, which is not a point of the space and never the single-config winner.
     kind: Mapped[str] = mapped_column(String(20), server_default="study")
     # running, complete, failed (the config's own failure), interrupted, or NOT_MEASURED
     status: Mapped[str] = mapped_column(String(20))

@@ -138,7 +138,7 @@ class ResultStore:
             trial.server_log_path = log_path or trial.server_log_path
 
     def set_run_fields(self, run_id: int, **fields) -> None:
-        """strategy, slos, pareto_front or schedule of a study run."""
+        """strategy, slos, pareto_front or k_by_batch_size of a study run."""
         with Session(self.engine) as session, session.begin():
             run = session.get(StudyRun, run_id)
             for name, value in fields.items():
@@ -278,18 +278,20 @@ class ResultStore:
             runs = session.scalars(select(StudyRun).where(StudyRun.study_name == study_name)
                                    .order_by(StudyRun.id))
             return [{"id": r.id, "status": r.status, "strategy": r.strategy, "slos": r.slos,
-                     "pareto_front": r.pareto_front, "schedule": r.schedule, "load": r.load, "space": r.space,
-                     "started_at": r.started_at, **self._rules(r)} for r in runs]
+                     "pareto_front": r.pareto_front, "k_by_batch_size": r.k_by_batch_size,
+                     "load": r.load, "space": r.space, "started_at": r.started_at, **self._rules(r)}
+                    for r in runs]
 
     @staticmethod
     def _rules(run: StudyRun) -> dict[str, Any]:
         """What a study's answer must honour, as its run stored it."""
-        return {"slos": run.slos, "schedule": run.schedule, "server_args": list(run.server_args),
-                "deploy_args": list(run.deploy_args or []), "max_output_change": run.max_output_change,
+        return {"slos": run.slos, "k_by_batch_size": run.k_by_batch_size,
+                "server_args": list(run.server_args), "deploy_args": list(run.deploy_args or []),
+                "max_output_change": run.max_output_change,
                 "allow_output_change": bool(run.allow_output_change)}
 
     def study_rules(self) -> dict[str, dict[str, Any]]:
-        """Study name -> the latest run's targets, schedule, server and deploy arguments and
+        """Study name -> the latest run's targets, k by batch size, server and deploy arguments and
         output-change rule: what its verdict is decided under."""
         latest: dict[str, dict[str, Any]] = {}
         with Session(self.engine) as session:

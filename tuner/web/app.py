@@ -115,7 +115,7 @@ def create_app(db_url: str | None = None, token: str | None = None,
     def api_best() -> list[dict[str, Any]]:
         return views.overview(store)["cells"]
 
-    @app.get("/api/model", summary="A model and workload type: winner, history, schedule, charts as SVG")
+    @app.get("/api/model", summary="A model and workload type: winner, history, k by batch size, charts as SVG")
     def api_model(model: str, type: str) -> dict[str, Any]:
         return views.model_page(store, model, type)
 

@@ -107,7 +107,8 @@ def model_page(store: ResultStore, model: str, workload_type: str) -> dict[str, 
         "pareto": pareto_chart(study_trials, slos),
         "history": history_chart(history),
     }
-    view["schedule"] = runs[-1]["schedule"] if runs else None
+    view["k_by_batch_size"] = runs[-1]["k_by_batch_size"] if runs else None
+    view["schedule"] = view["k_by_batch_size"]  # deprecated alias in /api/model, removed next release
     view["history"] = [{"study": a.study_name, "load": a.load, "finished": _time(when),
                         "winner": a.recommended, "speedup": a.speedup} for a, when in history]
     view["studies"] = sorted({t.study_name for t in trials})
@@ -181,7 +182,9 @@ def study_page(store: ResultStore, name: str) -> dict[str, Any]:
         raise UsageError(f"no study named {name!r}")
     runs = store.study_runs(name)
     return {"name": name, "model": trials[0].model, "workload_type": trials[0].workload_type,
-            "runs": [{**r, "started_at": _time(r["started_at"])} for r in runs],
+            # "schedule": deprecated alias of "k_by_batch_size" in /api/study, removed next release
+            "runs": [{**r, "started_at": _time(r["started_at"]), "schedule": r["k_by_batch_size"]}
+                     for r in runs],
             "trials": [trial_view(t) for t in trials]}
 
 

