@@ -50,19 +50,21 @@ def row_of(candidate, m, startup_s: float) -> dict:
             "tpot_p50_s": m.summary.tpot.p50 if m.summary.tpot else None,
             "tpot_p99_s": m.summary.tpot.p99 if m.summary.tpot else None,
             "startup_s": startup_s, "vllm_version": m.server.vllm_version,
-            "command": m.server.command}
+            "command": m.server.command, "measured_on": time.strftime("%Y-%m-%d")}
 
 
-def write(out_dir: Path, meta: dict, rows: list[dict], space: SearchSpace, loads: list[LoadSpec]) -> None:
+def write(out_dir: Path, meta: dict, rows: list[dict], space: SearchSpace, loads: list[LoadSpec],
+          tables: str = "gpu-grid") -> None:
     (out_dir / "gpu-step-cost.json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
+    in_space = {json.dumps(c.spec.to_vllm() if c.spec else None, sort_keys=True) for c in space.candidates()}
     for load in loads:
-        at = [r for r in rows if r["load"] == load.label]
+        at = [r for r in rows if r["load"] == load.label and json.dumps(r["config"], sort_keys=True) in in_space]
         table = {"study": f"gpu step cost | {load.label}", "host": meta["gpu"], "gpu": meta["gpu"],
                  "vllm_version": meta["vllm_version"], "load": load.label, "command": meta["command"],
                  "space": space.to_dict(), "measured_again": [], "acceptance_profile": meta["rates"],
                  "configs": [{k: r[k] for k in ("label", "config", "runs", "per_position", "tpot_p99_s",
                                                 "vllm_version", "load")} for r in at]}
-        (out_dir / f"gpu-grid-c{load.concurrency}.json").write_text(json.dumps(table, indent=1))
+        (out_dir / f"{tables}-c{load.concurrency}.json").write_text(json.dumps(table, indent=1))
 
 
 def main() -> None:
@@ -81,6 +83,9 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=540.0, help="start no configuration after this")
     parser.add_argument("--resume", type=Path, default=None)
     parser.add_argument("--out-dir", type=Path, required=True)
+    parser.add_argument("--tables", default="gpu-grid", help="name of the per-load tables: NAME-cN.json")
+    parser.add_argument("--tables-only", action="store_true",
+                        help="measure nothing: write the tables of --drafter x --k from the --resume rows")
     args = parser.parse_args()
 
     methods: list[str] = []
@@ -104,8 +109,12 @@ def main() -> None:
                            log_dir=args.out_dir / "logs", gpus=(0,), synthetic_acceptance=rates)
     settings = MeasureSettings(load=loads[0], extra_loads=tuple(loads[1:]), repeats=args.repeats,
                                warmup=4, server=server, retries=1, retry_wait_s=5.0)
-    rows = json.loads(args.resume.read_text())["rows"] if args.resume and args.resume.exists() else []
+    earlier = json.loads(args.resume.read_text()) if args.resume and args.resume.exists() else {}
+    rows = earlier.get("rows", [])
     done = {json.dumps(r["config"], sort_keys=True) for r in rows}
+    if args.tables_only:  # a space that the rows of several runs cover, for simulate --table
+        write(args.out_dir, {k: v for k, v in earlier.items() if k != "rows"}, rows, space, loads, args.tables)
+        return
     meta = {"gpu": gpu_name(), "vllm_version": None, "target": args.target, "rates": list(rates),
             "rates_source": "vllm-project/vllm issue #26191 (EAGLE3-LLaMA3.1-Instruct-8B, MT-Bench, k=7)"
             if rates == EAGLE3_PROFILE else "given with --rates",
@@ -113,6 +122,9 @@ def main() -> None:
             "env": env, "command": shlex.join(["python3", "benchmarks/gpu_step_cost.py", *sys.argv[1:]]),
             "shapes": {p: json.loads((Path(p) / "config.json").read_text())
                        for p in [args.target, *[x for ps in drafts.values() for x in ps]]}}
+    # A resumed table keeps the shapes and commands of the runs that measured its earlier rows.
+    meta["shapes"] = {**earlier.get("shapes", {}), **meta["shapes"]}
+    meta["earlier_commands"] = [*earlier.get("earlier_commands", []), earlier["command"]] if earlier else []
     started = time.monotonic()
     for candidate in space.candidates():
         key = json.dumps(candidate.spec.to_vllm() if candidate.spec else None, sort_keys=True)
@@ -128,7 +140,7 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 - one failed config must not lose the others
             print(f"{candidate.label}: FAILED {str(exc)[:400]}", flush=True)
             rows.append({"label": candidate.label, "config": json.loads(key), "load": None, "failed": str(exc)[:2000]})
-            write(args.out_dir, meta, rows, space, loads)
+            write(args.out_dir, meta, rows, space, loads, args.tables)
             continue
         meta["vllm_version"] = measured[0].server.vllm_version
         for m in measured:
@@ -138,7 +150,7 @@ def main() -> None:
                   f"runs {[round(x) for x in r['runs']]} TPOT p50 {1e3 * (r['tpot_p50_s'] or 0):.2f} ms "
                   f"AL {r['mean_acceptance_length'] or 1:.2f}", flush=True)
         print(f"    start {measured[0].server.startup_s:.0f} s, trial {time.monotonic() - t0:.0f} s", flush=True)
-        write(args.out_dir, meta, rows, space, loads)
+        write(args.out_dir, meta, rows, space, loads, args.tables)
 
 
 if __name__ == "__main__":

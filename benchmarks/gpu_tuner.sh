@@ -10,7 +10,7 @@
 # benchmarks/gpu_tuner.sh`. Each call goes on where the last stopped (state in /root/run on a
 # warm host; a study cut off by the call's limit is resumed by the same command) and copies what
 # it has to $OUT. DEADLINE_S: seconds this call may use. STEPS: which steps, in order (default:
-# probe optimize configs profile; the next stay's: probe bytecode schedule_v1 optimize128).
+# probe optimize configs profile; the next stay's: probe bytecode schedule_v1 stepcost optimize128).
 set -uo pipefail
 R=/root/run
 mkdir -p "$R/logs"
@@ -20,10 +20,8 @@ left() { echo $((DEADLINE_S - SECONDS)); }
 done_() { touch "$R/done-$1"; }
 is_done() { [ -f "$R/done-$1" ]; }
 
-finish() {
-    cp "$R"/*.json "$R"/*.txt "$OUT/" 2>/dev/null
-    [ -f "$R/tuner.db" ] && cp "$R/tuner.db" "$OUT/gpu-optimize.db"
-    (cd "$R" && tar czf "$OUT/logs.tgz" logs *.log 2>/dev/null)
+finish() {  # one archive: the device tool brings back at most 8 files
+    (cd "$R" && tar czf "$OUT/gpu-run.tgz" --exclude=serve.prof --exclude='*.jsonl' . 2>/dev/null)
     echo "call took ${SECONDS}s; done: $(ls "$R" | grep '^done-' | tr '\n' ' ')"
 }
 trap finish EXIT
@@ -135,6 +133,27 @@ if wants schedule_v1 && ! is_done schedule_v1 && [ "$(left)" -gt 150 ]; then
     grep -q '"name": "schedule-v1"' "$R/gpu-schedule-v1.json" 2>/dev/null && done_ schedule_v1
 fi
 
+if wants stepcost && ! is_done stepcost && [ "$(left)" -gt 150 ]; then
+    # The step-cost table's missing rows (section 2): eagle3 at k = 3 and 6, then ngram, whose
+    # drafts cost no model step (synthetic acceptance sets what they would accept), resuming the
+    # committed table so only the new rows are measured.
+    [ -f "$R/gpu-step-cost.json" ] || cp benchmarks/data/gpu-step-cost.json "$R/"
+    for part in "eagle3=/root/models/eagle3-8b 3,6" "ngram 2,4,8"; do
+        set -- $part
+        [ "$(left)" -gt 150 ] || break
+        timeout "$(( $(left) - 20 ))" python3 benchmarks/gpu_step_cost.py --target /root/models/target \
+            --server-cmd "$SERVE" --drafter "$1" --k "$2" --concurrency 1,8,32 --repeats 2 \
+            --requests 32 --max-tokens 48 --budget-s "$(( $(left) - 140 ))" \
+            --resume "$R/gpu-step-cost.json" --out-dir "$R" 2>&1 | tee -a "$R/step-cost.log" | grep -E 'tok/s|start|FAILED|budget'
+    done
+    python3 -c "
+import json, sys
+rows = json.load(open('$R/gpu-step-cost.json'))['rows']
+want = {('eagle3', 3), ('eagle3', 6), ('ngram', 2), ('ngram', 4), ('ngram', 8)}
+have = {(r['config']['method'], r['config']['num_speculative_tokens']) for r in rows if r.get('config')}
+sys.exit(0 if want <= have else 1)" && done_ stepcost
+fi
+
 if wants optimize128 && ! is_done optimize128 && [ "$(left)" -gt 120 ]; then
     # The study of section 4 again with 144 requests (the 48 code requests three times), so that
     # concurrency 32 has 4.5 requests per client: do c8 and c32 now agree with the grid?
@@ -145,6 +164,7 @@ with open("/root/run/code144.jsonl", "w") as out:
     for copy in range(3):
         for line in lines:
             r = json.loads(line); r["max_tokens"] = r["output_tokens"] = 48; r["id"] = f"{r['id']}-{copy}"
+            r.pop("arrival_s", None)  # a copy's arrivals would go back in time; closed loop ignores them
             out.write(json.dumps(r) + "\n")
 PY
     timeout -s TERM "$(( $(left) - 40 ))" python3 -c 'from tuner.cli import main; main()' \
