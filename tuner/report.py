@@ -179,7 +179,8 @@ def predicted_cell(r: TrialRow, measured: float | None) -> str:
 
 
 def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None,
-             objective: float | None = None) -> None:
+             objective: float | None = None, predicted: str | None = None) -> None:
+    """``predicted``: the cell's text where it is not the prediction itself."""
     base = baseline_tokens_per_s
     ratio = f"{r.tokens_per_s / base:.2f}x" if base and r.tokens_per_s else "-"
     tokens = "-"
@@ -193,7 +194,8 @@ def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None,
         f"{r.tpot_p99_s * 1000:.2f}" if r.tpot_p99_s is not None else "-")
     table.add_row(
         number, r.label, short_load(r.load), r.status if r.status == "complete" else f"[red]{r.status}[/]",
-        tokens, predicted_cell(r, objective if objective is not None else r.tokens_per_s), ratio, tpot,
+        tokens, predicted if predicted is not None else predicted_cell(
+            r, objective if objective is not None else r.tokens_per_s), ratio, tpot,
         f"{r.mean_acceptance_length:.2f}" if r.mean_acceptance_length else "-",
         " ".join(f"{p:.2f}" for p in r.per_position) if r.per_position else "-",
         match, start_cell(r), f"[yellow]{', '.join(r.marks)}[/]" if r.marks else "-",
@@ -212,8 +214,18 @@ def trials_table(rows: list[TrialRow]) -> Table:
                             + " (each trial's figures from its median run)")
     baselines = {r.load: r.tokens_per_s for r in rows if r.config is None and r.status == "complete"}
     objective = objective_by_trial(rows)
+    several_loads = len({r.load for r in rows}) > 1
+    shown: set[tuple[str, int | None]] = set()
     for r in rows:
-        _add_row(table, r, baselines.get(r.load), objective.get(r.optuna_trial_number))
+        # Over several loads the prediction is of the geometric mean over them: shown once per
+        # trial, so that it is not read as a prediction for each load's row.
+        key = (r.kind, r.optuna_trial_number)
+        repeat = several_loads and key in shown
+        shown.add(key)
+        _add_row(table, r, baselines.get(r.load), objective.get(r.optuna_trial_number),
+                 predicted=("" if repeat else None))
+    if several_loads and any(r.predicted_tokens_per_s for r in rows):
+        table.caption = "predicted: of the geometric mean over the loads (the study's objective), on a trial's first row"
     return table
 
 

@@ -97,6 +97,19 @@ def test_the_trials_table_shows_each_start_and_its_share_of_the_trial():
     assert "start (share)" in text and "56 s (81%)" in text
 
 
+def test_over_several_loads_the_prediction_of_the_geometric_mean_shows_once_per_trial():
+    spec = {"method": "ngram", "num_speculative_tokens": 2}
+    rows = [row(0, None, 100.0, load="concurrency 1"), row(0, None, 400.0, load="concurrency 8"),
+            *[replace(row(1, spec, tps, load=load), predicted_tokens_per_s=321.0, predicted_sigma=12.0)
+              for tps, load in ((150.0, "concurrency 1"), (600.0, "concurrency 8"))]]
+    console = Console(record=True, width=220, force_terminal=False)
+    console.print(trials_table(rows))
+    text = console.export_text()
+    assert text.count("321±12") == 1  # on the trial's first row only, not beside each load's figure
+    assert "(+7%)" in text  # against the geometric mean of 150 and 600 (300), not either load
+    assert "predicted: of the geometric mean over the loads" in text
+
+
 def test_the_k_by_batch_size_text_says_how_many_tokens_the_server_drafted_at_each_load():
     ngram = {"method": "ngram", "num_speculative_tokens": 4}
     loads = [LoadSpec("concurrency", 1), LoadSpec("concurrency", 8)]
