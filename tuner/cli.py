@@ -14,13 +14,12 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from tuner.engine import ServerOptions, SpecConfig
-from tuner.engine.server import parse_synthetic_acceptance
+from tuner.engine import SpecConfig
 from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
 from tuner.report import (MeasureProgress, StudyProgressView, k_by_batch_size_text, measurement_table,
                           outcome_dict, pareto_table, trials_table, verdict_dict, verdict_text)
-from tuner.trial import MeasureSettings, measure_config
+from tuner.trial import measure_config
 from tuner.workload import load_workload
 
 db_app = typer.Typer(help="The results database.", no_args_is_help=True)
@@ -171,31 +170,29 @@ def measure(
 ) -> None:
     """Measure one speculative configuration (or the baseline) on a fresh vLLM server."""
     from tuner.search.checks import check_config, check_loads
+    from tuner.search.plan import RunOptions, measure_settings
 
     with user_errors():
         config = spec_from_options(spec, method, draft, k)
-        rates = parse_synthetic_acceptance(synthetic_acceptance) if synthetic_acceptance else None
+        run = RunOptions(warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, max_tokens=max_tokens,
+                         request_timeout=request_timeout, start_timeout=start_timeout,
+                         download_timeout=download_timeout, retries=retries, retry_wait=retry_wait,
+                         log_dir=log_dir, synthetic_acceptance=synthetic_acceptance)
         if config is not None:
             for warning in check_config(config, model):
                 err_console.print(warning, highlight=False, soft_wrap=True)
         loaded = load_workload(workload, workload_type)
-        for warning in check_loads(len(loaded.requests), [LoadSpec(load, concurrency, rate, time_scale, seed)]):
+        load_spec = LoadSpec(load, concurrency, rate, time_scale, seed)  # type: ignore[arg-type]
+        for warning in check_loads(len(loaded.requests), [load_spec]):
             err_console.print(warning, highlight=False, soft_wrap=True)
-        settings = MeasureSettings(
-            load=LoadSpec(load, concurrency, rate, time_scale, seed),  # type: ignore[arg-type]
-            warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, request_timeout_s=request_timeout,
-            default_max_tokens=max_tokens, retries=retries, retry_wait_s=retry_wait,
-            server=ServerOptions(server_cmd=server_cmd, server_args=list(server_arg or []),
-                                 start_timeout_s=start_timeout, download_timeout_s=download_timeout,
-                                 log_dir=log_dir, synthetic_acceptance=rates),
-        )
+        settings = measure_settings(run, [load_spec], server_cmd, server_arg or [])
         with MeasureProgress(err_console) as progress:
             result = measure_config(model, config, loaded, settings, progress)
         if as_json:
             print(json.dumps(result.to_dict(), indent=2))
         else:
             console.print(measurement_table(result))
-        if rates and config is not None:
+        if run.acceptance_rates and config is not None:
             err_console.print(SYNTHETIC_NOTE.format(rates=synthetic_acceptance), highlight=False, soft_wrap=True)
 
 
@@ -269,52 +266,34 @@ def optimize(
 ) -> None:
     """Search (method, draft, k) with an Optuna study; every trial is a real measurement."""
     from tuner.search import optimize as run_study
-    from tuner.search import study_name
-    from tuner.search.checks import check_loads, check_space
-    from tuner.search.plan import plan_study
-    from tuner.search.workers import remember_command
-    from tuner.worker_processes import helper_workers, local_gpu_sets
-    from tuner.store import ResultStore, database_url, open_database, optuna_storage
+    from tuner.search.plan import RunOptions, prepare_study
+    from tuner.worker_processes import helper_workers
 
     with user_errors("the vLLM server was stopped; finished trials are stored, "
                      "and the same command resumes the study"):
-        rates = parse_synthetic_acceptance(synthetic_acceptance) if synthetic_acceptance else None
-        if rates and allow_output_change is None:
-            allow_output_change = True  # the synthetic sampler changes greedy output by design
-        plan = plan_study(
-            study_file, methods=method, drafts=draft, k=k, ngram_lookup=ngram_lookup, load=load,
-            concurrency=concurrency, rate=rate, time_scale=time_scale, seed=seed,
+        run = RunOptions(warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, max_tokens=max_tokens,
+                         request_timeout=request_timeout, start_timeout=start_timeout,
+                         download_timeout=download_timeout, retries=retries, retry_wait=retry_wait,
+                         log_dir=log_dir, synthetic_acceptance=synthetic_acceptance, gpu_free_timeout=gpu_free_timeout)
+        # What `tuner worker` replays to join: this command's own options.
+        own_args = sys.argv[sys.argv.index("optimize") + 1:] if "optimize" in sys.argv else []
+        study = prepare_study(
+            workload, workload_type, model, run, db=db, workers=workers, gpus=gpus, heartbeat=heartbeat,
+            command=own_args, cwd=os.getcwd(),
+            report=lambda note: err_console.print(note, highlight=False, soft_wrap=True),
+            study_file=study_file, methods=method, drafts=draft, k=k, ngram_lookup=ngram_lookup,
+            load=load, concurrency=concurrency, rate=rate, time_scale=time_scale, seed=seed,
             server_cmd=server_cmd, server_args=server_arg, trials=trials, noise=noise,
             strategy=strategy, slos=slo, warm_start=warm_start, name=name, join=join,
             deploy_args=deploy_arg, max_output_change=max_output_change,
             allow_output_change=allow_output_change)
-        loaded = load_workload(workload, workload_type)
-        url = database_url(db)
-        gpu_sets = local_gpu_sets(url, workers, join, gpus)  # [0]: this process's, the rest: helpers'
-        settings = MeasureSettings(
-            load=plan.loads[0], extra_loads=plan.loads[1:], warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, request_timeout_s=request_timeout,
-            default_max_tokens=max_tokens, retries=retries, retry_wait_s=retry_wait,
-            server=ServerOptions(server_cmd=plan.server_cmd, server_args=plan.server_args,
-                                 start_timeout_s=start_timeout, download_timeout_s=download_timeout,
-                                 log_dir=log_dir, gpus=gpu_sets[0],
-                                 gpu_free_timeout_s=gpu_free_timeout, synthetic_acceptance=rates),
-        )
-        space = plan.space
-        for warning in [*check_space(space, model), *check_loads(len(loaded.requests), settings.loads)]:
-            err_console.print(warning, highlight=False, soft_wrap=True)
-        engine = open_database(url)
-        store = ResultStore(engine)
-        storage = optuna_storage(url, heartbeat)
-        name = plan.options.name or study_name(model, loaded.type, settings.loads_label)
-        if not join:
-            remember_command(storage, name, sys.argv[sys.argv.index("optimize") + 1:]
-                             if "optimize" in sys.argv else [], os.getcwd())
+        plan, store = study.plan, study.store
         # The other local workers start once the study exists; leaving waits for their trials.
-        with helper_workers(name, url, gpu_sets[1:], heartbeat, gpu_free_timeout, log_dir,
-                            report=lambda note: err_console.print(note, highlight=False)) as start_helpers, \
+        with helper_workers(study.name, study.db_url, study.helper_gpus, heartbeat, gpu_free_timeout,
+                            log_dir, report=lambda note: err_console.print(note, highlight=False)) as start_helpers, \
                 StudyProgressView(err_console) as progress:
-            outcome = run_study(model, loaded, space, settings, store, storage, plan.options, progress,
-                                on_ready=start_helpers)
+            outcome = run_study(model, study.workload, plan.space, study.settings, store, study.storage,
+                                plan.options, progress, on_ready=start_helpers)
         rows = store.trials(study_name=outcome.study_name)
         written = write_speculative_config(outcome.verdict, write_config)
         if as_json:
@@ -324,12 +303,12 @@ def optimize(
         if workers > 1 or join:
             console.print(f"trials of this study, every worker's: {len(rows)}")
         console.print(f"server starts in this run: {outcome.restarts} "
-                      f"(the grid of this space: {len(space.candidates())})")
+                      f"(the grid of this space: {len(plan.space.candidates())})")
         console.print(pareto_table(rows, plan.options.slos))
         if outcome.k_by_batch_size is not None:
             console.print(k_by_batch_size_text(outcome), highlight=False, soft_wrap=True)
         console.print(verdict_text(outcome.verdict, rows, written), highlight=False, soft_wrap=True)
-        if rates:
+        if run.acceptance_rates:
             console.print(SYNTHETIC_NOTE.format(rates=synthetic_acceptance), highlight=False, soft_wrap=True)
 
 

@@ -19,22 +19,37 @@ args = ["--max-model-len=4096"]
 mode = "concurrency"           # or rate, trace
 concurrency = 8                # or [1, 4, 16, 64]: one trial replays each level on its server
 ```
+
+Also where the flags that say how each configuration is measured (``RunOptions``) become the
+``MeasureSettings`` of `tuner measure` and `tuner optimize` (``measure_settings``), and where
+`tuner optimize` turns its flags into the study it runs (``prepare_study``).
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import optuna
+
+from tuner.engine import ServerOptions
+from tuner.engine.server import parse_synthetic_acceptance
 from tuner.errors import UsageError
 from tuner.replay import LoadSpec
 from tuner.search.answer import DEFAULT_NOISE
+from tuner.search.checks import check_loads, check_space
 from tuner.search.slo import parse_slos
 from tuner.search.space import (DEFAULT_KS, SearchSpace, block_ks, drafts_by_method, parse_ks,
                                 parse_lookup, proposal_ks)
-from tuner.search.study import OptimizeSettings
+from tuner.search.study import OptimizeSettings, study_name
+from tuner.search.workers import remember_command
+from tuner.store import ResultStore, database_url, open_database, optuna_storage
+from tuner.trial import MeasureSettings
+from tuner.worker_processes import local_gpu_sets
+from tuner.workload import Workload, load_workload
 
 KEYS = {
     "": {"trials", "noise", "strategy", "slo", "max_output_change", "allow_output_change",
@@ -196,3 +211,83 @@ def plan_study(
     )
     return StudyPlan(space, loads, server_cmd or server_cfg.get("cmd"),
                      list(server_args or server_cfg.get("args", [])) + deploy, options)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How each configuration is measured and its server started: the flags `tuner measure` and
+    `tuner optimize` share (each command gives its own loads, server command and arguments)."""
+
+    warmup: int = 2
+    repeats: int = 1
+    repeat_mode: str = "same-server"
+    max_tokens: int = 128
+    request_timeout: float = 600.0
+    start_timeout: float = 900.0
+    download_timeout: float = 3600.0
+    retries: int = 1
+    retry_wait: float = 30.0
+    log_dir: Path = Path(".tuner/logs")
+    gpu_free_timeout: float = 120.0
+    synthetic_acceptance: str | None = None  # as given, like "0.74,0.54,0.41"
+    # The profile read from ``synthetic_acceptance``: a malformed one is refused on creation.
+    acceptance_rates: tuple[float, ...] | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        rates = parse_synthetic_acceptance(self.synthetic_acceptance) if self.synthetic_acceptance else None
+        object.__setattr__(self, "acceptance_rates", rates)
+
+
+def measure_settings(run: RunOptions, loads: Sequence[LoadSpec], server_cmd: str | None,
+                     server_args: Sequence[str], gpus: tuple[int, ...] | None = None) -> MeasureSettings:
+    """The one place a command's flags become MeasureSettings and the ServerOptions in them.
+    ``loads``: replayed in order on each server; ``gpus``: this process's (None: the host's)."""
+    return MeasureSettings(
+        load=loads[0], extra_loads=tuple(loads[1:]), warmup=run.warmup, repeats=run.repeats,
+        repeat_mode=run.repeat_mode, request_timeout_s=run.request_timeout,
+        default_max_tokens=run.max_tokens, retries=run.retries, retry_wait_s=run.retry_wait,
+        server=ServerOptions(server_cmd=server_cmd, server_args=list(server_args),
+                             start_timeout_s=run.start_timeout, download_timeout_s=run.download_timeout,
+                             log_dir=run.log_dir, gpus=gpus, gpu_free_timeout_s=run.gpu_free_timeout,
+                             synthetic_acceptance=run.acceptance_rates),
+    )
+
+
+@dataclass(frozen=True)
+class PreparedStudy:
+    """A study `tuner optimize` is ready to run: what it searches and how each trial is measured,
+    where it is stored, and the GPUs of the helper workers to start beside this process."""
+
+    plan: StudyPlan
+    workload: Workload
+    settings: MeasureSettings
+    name: str
+    db_url: str
+    store: ResultStore
+    storage: optuna.storages.BaseStorage
+    helper_gpus: Sequence[tuple[int, ...] | None]
+
+
+def prepare_study(workload_path: Path, workload_type: str | None, model: str, run: RunOptions, *,
+                  db: str | None, workers: int, gpus: str | None, heartbeat: int,
+                  command: list[str], cwd: str, report: Callable[[str], None],
+                  allow_output_change: bool | None = None, **flags: Any) -> PreparedStudy:
+    """`tuner optimize`'s flags -> the study it runs. ``flags``: those of ``plan_study``;
+    ``command``: the creator's own options, stored on the study so that `tuner worker` can join
+    it; ``report`` hears the warnings of the checks of the space and the loads."""
+    if run.acceptance_rates and allow_output_change is None:
+        allow_output_change = True  # the synthetic sampler changes greedy output by design
+    plan = plan_study(allow_output_change=allow_output_change, **flags)
+    workload = load_workload(workload_path, workload_type)
+    url = database_url(db)
+    join = plan.options.join
+    gpu_sets = local_gpu_sets(url, workers, join, gpus)  # [0]: this process's, the rest: helpers'
+    settings = measure_settings(run, plan.loads, plan.server_cmd, plan.server_args, gpus=gpu_sets[0])
+    for warning in [*check_space(plan.space, model), *check_loads(len(workload.requests), settings.loads)]:
+        report(warning)
+    store = ResultStore(open_database(url))
+    storage = optuna_storage(url, heartbeat)
+    name = plan.options.name or study_name(model, workload.type, settings.loads_label)
+    if not join:
+        remember_command(storage, name, command, cwd)
+    return PreparedStudy(plan, workload, settings, name, url, store, storage, gpu_sets[1:])
