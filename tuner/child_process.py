@@ -1,9 +1,10 @@
 """The one way a tuner process starts another: `python -m tuner.cli COMMAND ...` in a session of
 its own, its output in a log file, stopped through its process group.
 
-Helper workers of `tuner optimize --workers`, jobs of `tuner serve` and runs started from the
-dashboard all go through here. A child in its own session has its own process group, which its
-vLLM server joins: a signal to that group reaches the child and its server, and nothing else.
+Helper workers of `tuner optimize --workers`, jobs of `tuner serve` (and those a dead service
+left running) and runs started from the dashboard all go through here. A child in its own session
+has its own process group, which its vLLM server joins: a signal to that group reaches the child
+and its server, and nothing else.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from tuner.engine.server import process_group_alive
 
 Child = subprocess.Popen[bytes]
 
@@ -39,8 +42,31 @@ def signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def stop_children(children: Sequence[Child], grace_s: float,
-                  on_kill: Callable[[Child], None] | None = None) -> None:
+class Orphan:
+    """A tuner child that an earlier process started and left behind (a `tuner serve` that died):
+    not this process's to reap, so it is waited for by watching its process group, server and all.
+    It has what ``stop_children`` uses of a Child."""
+
+    POLL_S = 0.5
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Until the whole group is gone; TimeoutExpired after ``timeout`` seconds. Without a
+        timeout (after SIGKILL) it returns at once: there is nothing to reap, and a server stuck
+        in the GPU driver must not hold up the caller."""
+        deadline = time.monotonic() + (timeout or 0.0)
+        while process_group_alive(self.pid):
+            if timeout is None:
+                return
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"process group {self.pid}", timeout)
+            time.sleep(self.POLL_S)
+
+
+def stop_children(children: Sequence[Child | Orphan], grace_s: float,
+                  on_kill: Callable[[Child | Orphan], None] | None = None) -> None:
     """SIGINT every group at once, then SIGKILL the ones still alive ``grace_s`` later.
 
     SIGINT, not SIGTERM first: `tuner optimize` takes it as Ctrl-C, stops its vLLM server and

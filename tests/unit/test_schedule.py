@@ -1,9 +1,14 @@
 """The schedule room on a real SQLite database: cron, no pile-up of missed runs, GPU queues,
-outcomes, drift bookkeeping and the serve settings. Jobs here are never started; the real
-`tuner serve` runs are in tests/integration/test_serve_real.py."""
+outcomes, drift bookkeeping and the serve settings. Jobs here are never started (a leftover of a
+dead service is a stand-in process); the real `tuner serve` runs are in
+tests/integration/test_serve_real.py."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -199,3 +204,28 @@ def test_serve_settings_flag_over_config_over_default(tmp_path: Path):
         load_config(config)
     with pytest.raises(UsageError, match="between 0 and 1"):
         resolve({"drift_margin": 1.5}, {})
+
+
+def fake_leftover(study: str, ignore_sigint: bool) -> subprocess.Popen:
+    """A process that looks like a job's `tuner optimize` (its argv names the study), in a session
+    of its own, as a dead service would have left it; a thread reaps it, as its new parent would."""
+    code = ("import signal, sys, time\n"
+            + ("signal.signal(signal.SIGINT, signal.SIG_IGN)\n" if ignore_sigint else "")
+            + "print('ready', flush=True)\ntime.sleep(60)\n")
+    process = subprocess.Popen([sys.executable, "-c", code, "optimize", "--name", study], start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert process.stdout.readline() == b"ready\n"  # its SIGINT handling is in place
+    threading.Thread(target=process.wait, daemon=True).start()
+    return process
+
+
+@pytest.mark.parametrize("ignore_sigint,ended_by", [(False, signal.SIGINT), (True, signal.SIGKILL)],
+                         ids=["stops-on-sigint", "killed-after-grace"])
+def test_a_job_the_dead_service_left_running_is_interrupted_then_killed(jobs, engine, tmp_path,
+                                                                        ignore_sigint, ended_by):
+    job = enqueue_run(jobs, add(jobs, "nightly"), "schedule", T0)
+    assert jobs.claim(job.id, str(tmp_path / "job.log"))
+    process = fake_leftover(job.study_name, ignore_sigint)
+    jobs.set_pid(job.id, process.pid)
+    JobRunner(jobs, ResultStore(engine), "sqlite:///unused", tmp_path).stop_leftovers(grace_s=1.0)
+    assert process.wait(timeout=10) == -ended_by

@@ -16,8 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.child_process import Child, signal_group, start_child, stop_children, tuner_argv
-from tuner.engine.server import process_group_alive
+from tuner.child_process import Child, Orphan, start_child, stop_children, tuner_argv
 from tuner.schedule.outcome import study_outcome
 from tuner.store import JobRow, JobStore, ResultStore
 
@@ -129,19 +128,20 @@ class JobRunner:
                           by_pid[child.pid].job.id, grace_s))
         self.poll()
 
-    def stop_leftovers(self) -> None:
+    def stop_leftovers(self, grace_s: float = 120.0) -> None:
         """Jobs marked running by a service that died without stopping them: if the child is
-        still alive (the same pid running this job's study), stop it before it is resumed."""
+        still alive (the same pid running this job's study), stop it before it is resumed,
+        the way ``stop_all`` stops the running jobs."""
+        left: dict[int, JobRow] = {}
         for job in self.jobs.jobs(status=("running",)):
             if job.id in self.running or not job.pid or not _is_job_process(job):
                 continue
             log.warning("job %d: its process %d outlived the previous service; stopping it", job.id, job.pid)
-            signal_group(job.pid, signal.SIGINT)
-            deadline = time.monotonic() + 120
-            while process_group_alive(job.pid) and time.monotonic() < deadline:
-                time.sleep(0.5)
-            if process_group_alive(job.pid):
-                signal_group(job.pid, signal.SIGKILL)
+            left[job.pid] = job
+        stop_children([Orphan(pid) for pid in left], grace_s,
+                      on_kill=lambda orphan: log.warning(
+                          "job %d did not stop within %.0f s; killing its process group",
+                          left[orphan.pid].id, grace_s))
 
 
 def _is_job_process(job: JobRow) -> bool:
