@@ -218,18 +218,19 @@ class RunOptions:
     """How each configuration is measured and its server started: the flags `tuner measure` and
     `tuner optimize` share (each command gives its own loads, server command and arguments)."""
 
-    warmup: int = 2
-    repeats: int = 1
-    repeat_mode: str = "same-server"
-    max_tokens: int = 128
-    request_timeout: float = 600.0
-    start_timeout: float = 900.0
-    download_timeout: float = 3600.0
-    retries: int = 1
-    retry_wait: float = 30.0
-    log_dir: Path = Path(".tuner/logs")
-    gpu_free_timeout: float = 120.0
-    synthetic_acceptance: str | None = None  # as given, like "0.74,0.54,0.41"
+    # No defaults of its own: the commands' options have them.
+    warmup: int
+    repeats: int
+    repeat_mode: str
+    max_tokens: int
+    request_timeout: float
+    start_timeout: float
+    download_timeout: float
+    retries: int
+    retry_wait: float
+    log_dir: Path
+    synthetic_acceptance: str | None  # as given, like "0.74,0.54,0.41"
+    gpu_free_timeout: float = ServerOptions.gpu_free_timeout_s  # `tuner measure` has no flag for it
     # The profile read from ``synthetic_acceptance``: a malformed one is refused on creation.
     acceptance_rates: tuple[float, ...] | None = field(init=False)
 
