@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
+import inspect
 import json
 import os
 import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -21,6 +24,9 @@ from tuner.report import (MeasureProgress, StudyProgressView, k_by_batch_size_te
                           outcome_dict, pareto_table, trials_table, verdict_dict, verdict_text)
 from tuner.trial import measure_config
 from tuner.workload import load_workload
+
+if TYPE_CHECKING:
+    from tuner.search.plan import RunOptions
 
 db_app = typer.Typer(help="The results database.", no_args_is_help=True)
 
@@ -97,6 +103,42 @@ WriteConfigOpt = Annotated[Optional[Path], typer.Option(
          "vllm serve takes it as --speculative-config \"$(cat FILE)\".")]
 
 
+# The options `tuner measure` and `tuner optimize` share, defined once, in --help order.
+SHARED_RUN_OPTIONS = (
+    ("warmup", WarmupOpt, 2), ("repeats", RepeatsOpt, 1), ("repeat_mode", RepeatModeOpt, "same-server"),
+    ("max_tokens", MaxTokensOpt, 128), ("request_timeout", RequestTimeoutOpt, 600.0),
+    ("server_cmd", ServerCmdOpt, None), ("server_arg", ServerArgOpt, None),
+    ("start_timeout", StartTimeoutOpt, 900.0), ("download_timeout", DownloadTimeoutOpt, 3600.0),
+    ("retries", RetriesOpt, 1), ("retry_wait", RetryWaitOpt, 30.0),
+    ("log_dir", LogDirOpt, Path(".tuner/logs")),
+)
+
+
+def takes_run_options(command):
+    """Gives a command the shared options (placed before its --json, where Typer lists them) and
+    calls it with ``run``, one RunOptions of every RunOptions field among its options; the shared
+    options that are no RunOptions field (the server command and arguments) stay keywords."""
+    shared = {name for name, _, _ in SHARED_RUN_OPTIONS}
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    own = [p.replace(kind=keyword, annotation=eval(p.annotation, command.__globals__)
+                     if isinstance(p.annotation, str) else p.annotation)
+           for p in inspect.signature(command).parameters.values() if p.name != "run" and p.name not in shared]
+    at = next(i for i, p in enumerate(own) if p.name == "as_json")
+    added = [inspect.Parameter(name, keyword, annotation=kind, default=default)
+             for name, kind, default in SHARED_RUN_OPTIONS]
+
+    @functools.wraps(command)
+    def with_run_options(**options):
+        from tuner.search.plan import RunOptions
+
+        fields = [f.name for f in dataclasses.fields(RunOptions) if f.init and f.name in options]
+        return command(run=RunOptions(**{name: options.pop(name) for name in fields}), **options)
+
+    with_run_options.__signature__ = inspect.Signature([*own[:at], *added, *own[at:]])
+    with_run_options.__annotations__ = {p.name: p.annotation for p in with_run_options.__signature__.parameters.values()}
+    return with_run_options
+
+
 def write_speculative_config(verdict, path: Path | None) -> str | None:
     """The file form of the answer; nothing is written when speculation stays off."""
     if path is None or verdict.config_json() is None:
@@ -138,6 +180,7 @@ def spec_from_options(spec: str | None, method: str | None, draft: str | None,
 
 
 @app.command()
+@takes_run_options
 def measure(
     workload: WorkloadOpt,
     model: ModelOpt,
@@ -153,31 +196,16 @@ def measure(
     rate: RateOpt = None,
     time_scale: TimeScaleOpt = 1.0,
     seed: Annotated[int, typer.Option(help="Seed of the Poisson arrivals.")] = 0,
-    warmup: WarmupOpt = 2,
-    repeats: RepeatsOpt = 1,
-    repeat_mode: RepeatModeOpt = "same-server",
-    max_tokens: MaxTokensOpt = 128,
-    request_timeout: RequestTimeoutOpt = 600.0,
-    server_cmd: ServerCmdOpt = None,
-    server_arg: ServerArgOpt = None,
-    start_timeout: StartTimeoutOpt = 900.0,
-    download_timeout: DownloadTimeoutOpt = 3600.0,
-    retries: RetriesOpt = 1,
-    retry_wait: RetryWaitOpt = 30.0,
-    log_dir: LogDirOpt = Path(".tuner/logs"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON.")] = False,
     synthetic_acceptance: SyntheticOpt = None,
+    *, run: RunOptions, server_cmd: Optional[str], server_arg: Optional[list[str]],
 ) -> None:
     """Measure one speculative configuration (or the baseline) on a fresh vLLM server."""
     from tuner.search.checks import check_config, check_loads
-    from tuner.search.plan import RunOptions, measure_settings
+    from tuner.search.plan import measure_settings
 
     with user_errors():
         config = spec_from_options(spec, method, draft, k)
-        run = RunOptions(warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, max_tokens=max_tokens,
-                         request_timeout=request_timeout, start_timeout=start_timeout,
-                         download_timeout=download_timeout, retries=retries, retry_wait=retry_wait,
-                         log_dir=log_dir, synthetic_acceptance=synthetic_acceptance)
         if config is not None:
             for warning in check_config(config, model):
                 err_console.print(warning, highlight=False, soft_wrap=True)
@@ -193,10 +221,11 @@ def measure(
         else:
             console.print(measurement_table(result))
         if run.acceptance_rates and config is not None:
-            err_console.print(SYNTHETIC_NOTE.format(rates=synthetic_acceptance), highlight=False, soft_wrap=True)
+            err_console.print(SYNTHETIC_NOTE.format(rates=run.synthetic_acceptance), highlight=False, soft_wrap=True)
 
 
 @app.command()
+@takes_run_options
 def optimize(
     workload: WorkloadOpt,
     model: ModelOpt,
@@ -231,18 +260,6 @@ def optimize(
     name: Annotated[Optional[str], typer.Option(
         help="Study name (default 'MODEL | TYPE | LOAD'; the same name resumes the study, a new "
              "one, such as a nightly date, starts a warm-started study).")] = None,
-    warmup: WarmupOpt = 2,
-    repeats: RepeatsOpt = 1,
-    repeat_mode: RepeatModeOpt = "same-server",
-    max_tokens: MaxTokensOpt = 128,
-    request_timeout: RequestTimeoutOpt = 600.0,
-    server_cmd: ServerCmdOpt = None,
-    server_arg: ServerArgOpt = None,
-    start_timeout: StartTimeoutOpt = 900.0,
-    download_timeout: DownloadTimeoutOpt = 3600.0,
-    retries: RetriesOpt = 1,
-    retry_wait: RetryWaitOpt = 30.0,
-    log_dir: LogDirOpt = Path(".tuner/logs"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
     workers: Annotated[int, typer.Option(
         help="Processes measuring the study at once on this host (each with its own server); "
@@ -263,18 +280,15 @@ def optimize(
         "--allow-output-change", help="Choose a config even if it changed greedy output (warned).")] = None,
     write_config: WriteConfigOpt = None,
     synthetic_acceptance: SyntheticOpt = None,
+    *, run: RunOptions, server_cmd: Optional[str], server_arg: Optional[list[str]],
 ) -> None:
     """Search (method, draft, k) with an Optuna study; every trial is a real measurement."""
     from tuner.search import optimize as run_study
-    from tuner.search.plan import RunOptions, prepare_study
+    from tuner.search.plan import prepare_study
     from tuner.worker_processes import helper_workers
 
     with user_errors("the vLLM server was stopped; finished trials are stored, "
                      "and the same command resumes the study"):
-        run = RunOptions(warmup=warmup, repeats=repeats, repeat_mode=repeat_mode, max_tokens=max_tokens,
-                         request_timeout=request_timeout, start_timeout=start_timeout,
-                         download_timeout=download_timeout, retries=retries, retry_wait=retry_wait,
-                         log_dir=log_dir, synthetic_acceptance=synthetic_acceptance, gpu_free_timeout=gpu_free_timeout)
         # What `tuner worker` replays to join: this command's own options.
         own_args = sys.argv[sys.argv.index("optimize") + 1:] if "optimize" in sys.argv else []
         study = prepare_study(
@@ -289,8 +303,8 @@ def optimize(
             allow_output_change=allow_output_change)
         plan, store = study.plan, study.store
         # The other local workers start once the study exists; leaving waits for their trials.
-        with helper_workers(study.name, study.db_url, study.helper_gpus, heartbeat, gpu_free_timeout,
-                            log_dir, report=lambda note: err_console.print(note, highlight=False)) as start_helpers, \
+        with helper_workers(study.name, study.db_url, study.helper_gpus, heartbeat, run.gpu_free_timeout,
+                            run.log_dir, report=lambda note: err_console.print(note, highlight=False)) as start_helpers, \
                 StudyProgressView(err_console) as progress:
             outcome = run_study(model, study.workload, plan.space, study.settings, store, study.storage,
                                 plan.options, progress, on_ready=start_helpers)
@@ -309,7 +323,7 @@ def optimize(
             console.print(k_by_batch_size_text(outcome), highlight=False, soft_wrap=True)
         console.print(verdict_text(outcome.verdict, rows, written), highlight=False, soft_wrap=True)
         if run.acceptance_rates:
-            console.print(SYNTHETIC_NOTE.format(rates=synthetic_acceptance), highlight=False, soft_wrap=True)
+            console.print(SYNTHETIC_NOTE.format(rates=run.synthetic_acceptance), highlight=False, soft_wrap=True)
 
 
 @app.command()
