@@ -33,7 +33,11 @@ from .test_optimize_real import ENV, ROOT, SERVER_ARGS
 
 pytestmark = pytest.mark.integration
 
-TUNED = ["--method", "draft_model", "--k", "3", "--trials", "2", "--warmup", "1", *SERVER_ARGS]
+# --allow-output-change: this test is about drift, and on the CPU build a freshly trained tiny
+# draft can flip a near-tie of the greedy output (seen: 1 of 10 requests at token 55), which would
+# keep speculation off and leave no tuned acceptance to drift from.
+TUNED = ["--method", "draft_model", "--k", "3", "--trials", "2", "--warmup", "1", "--allow-output-change",
+         *SERVER_ARGS]
 
 
 def prometheus_binary() -> str:
