@@ -19,6 +19,13 @@ from tuner.store.models import Base
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _insert_model_and_workload(c) -> None:
+    """The model and workload rows (id 1) that an old schema's study run points to."""
+    c.execute(text("INSERT INTO tuner_models (id, name, created_at) VALUES (1, 'm', '2026-11-01')"))
+    c.execute(text("INSERT INTO tuner_workloads (id, type, file_name, content_hash, request_count, "
+                   "created_at) VALUES (1, 'code', 'code.jsonl', 'h', 3, '2026-11-01')"))
+
+
 def test_alembic_upgrade_head_matches_the_models(db_url):
     url = db_url
     subprocess.run([sys.executable, "-m", "alembic", "upgrade", "head"], cwd=ROOT, check=True,
@@ -59,9 +66,7 @@ def test_upgrade_from_0002_keeps_the_figures_and_files_them_under_the_run_load(d
     command.upgrade(alembic_config(url), "0002")
     engine = create_engine(url)
     with engine.begin() as c:
-        c.execute(text("INSERT INTO tuner_models (id, name, created_at) VALUES (1, 'm', '2026-11-01')"))
-        c.execute(text("INSERT INTO tuner_workloads (id, type, file_name, content_hash, request_count, "
-                       "created_at) VALUES (1, 'code', 'code.jsonl', 'h', 3, '2026-11-01')"))
+        _insert_model_and_workload(c)
         c.execute(text("INSERT INTO tuner_study_runs (id, study_name, model_id, workload_id, space, load, "
                        "server_args, host, status, started_at) VALUES (1, 's', 1, 1, '{}', "
                        "'concurrency 2', '[]', 'h', 'finished', '2026-11-01')"))
@@ -98,9 +103,7 @@ def test_upgrade_from_0005_renames_the_k_by_batch_size_column_and_trial_kind(db_
               "beats_best_single": True}
     engine = create_engine(url)
     with engine.begin() as c:
-        c.execute(text("INSERT INTO tuner_models (id, name, created_at) VALUES (1, 'm', '2026-11-01')"))
-        c.execute(text("INSERT INTO tuner_workloads (id, type, file_name, content_hash, request_count, "
-                       "created_at) VALUES (1, 'code', 'code.jsonl', 'h', 3, '2026-11-01')"))
+        _insert_model_and_workload(c)
         c.execute(text("INSERT INTO tuner_study_runs (id, study_name, model_id, workload_id, space, load, "
                        "server_args, host, status, started_at, schedule) VALUES (1, 's', 1, 1, '{}', "
                        "'concurrency 1,4', '[]', 'h', 'finished', '2026-11-01', :record)"),
