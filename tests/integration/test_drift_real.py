@@ -25,7 +25,7 @@ from tuner.engine import ServerOptions, SpecConfig
 from tuner.engine.server import VllmServer, free_port, port_is_free
 from tuner.metrics.prometheus import PrometheusSource
 from tuner.metrics.scrape import ACCEPTED, DRAFT_TOKENS, DRAFTS
-from tuner.schedule.drift import DriftWatch, Reference, reference
+from tuner.schedule.drift import DriftWatch, Reference, references
 from tuner.store import JobStore, ResultStore, ScheduleRow, open_database
 
 from .serve_process import ServeProcess, small_workload, wait_for
@@ -105,8 +105,9 @@ def test_lower_live_acceptance_triggers_a_retune(tmp_path, tiny_models, promethe
     assert added.returncode == 0, added.stderr
     engine = open_database(db)
     jobs = JobStore(engine)
-    ref = reference(jobs.schedule("code"), ResultStore(engine).trials(model=target))
-    assert ref is not None and ref.config_label.startswith("draft_model")
+    # As `tuner serve` finds it: with the study's stored rules (here: output change allowed).
+    (ref,) = references(ResultStore(engine), [jobs.schedule("code")])
+    assert ref.config_label.startswith("draft_model")
 
     prometheus_url, prometheus_config = prometheus
     options = ServerOptions(server_args=[a.split("=", 1)[1] for a in SERVER_ARGS], log_dir=tmp_path / "prod",

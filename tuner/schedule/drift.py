@@ -71,7 +71,9 @@ class Finding:
 def reference(schedule: ScheduleRow, trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE,
               rules: dict | None = None) -> Reference | None:
     """The acceptance of what `tuner best` recommends, at the study's first load (the best
-    speculative config's when it keeps speculation off); None without a speculative figure."""
+    speculative config's when it keeps speculation off); None without a speculative figure.
+    ``rules``: the store's ``study_rules()``; without them each study is judged under the defaults
+    (no greedy output change allowed), not the rules it was run with."""
     found = best_verdicts(verdicts(trials, rules or {}, noise))
     if not found:
         return None
