@@ -68,13 +68,13 @@ class Finding:
                 f"{self.held_s:.0f} s")
 
 
-def reference(schedule: ScheduleRow, trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE,
-              rules: dict | None = None) -> Reference | None:
+def reference(schedule: ScheduleRow, trials: Sequence[TrialRow], rules: dict,
+              noise: float = DEFAULT_NOISE) -> Reference | None:
     """The acceptance of what `tuner best` recommends, at the study's first load (the best
     speculative config's when it keeps speculation off); None without a speculative figure.
-    ``rules``: the store's ``study_rules()``; without them each study is judged under the defaults
-    (no greedy output change allowed), not the rules it was run with."""
-    found = best_verdicts(verdicts(trials, rules or {}, noise))
+    ``rules``: the store's ``study_rules()``, required so that each study is judged under the
+    rules it was run with (its output-change rule above all), never silently the defaults."""
+    found = best_verdicts(verdicts(trials, rules, noise))
     if not found:
         return None
     verdict = found[0]
