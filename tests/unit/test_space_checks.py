@@ -60,3 +60,30 @@ def test_a_workload_too_short_for_a_concurrency_level_is_warned_about():
     (warning,) = check_loads(32, loads)
     assert "1.0 per client at concurrency 32" in warning and "at least 128 requests" in warning
     assert check_loads(128, loads) == [] and check_loads(1, [LoadSpec("rate", rate=2.0)]) == []
+
+
+def test_the_installed_vllm_is_probed_once_and_then_read_from_the_cache(tmp_path, monkeypatch):
+    """Every tuner command asks the installed vLLM; importing it in a child process costs 10-15 s,
+    so an answer for the same install is kept in the cache file and read from there."""
+    from tuner.engine import installed
+
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
+    children = []
+    real_run = installed.subprocess.run
+    monkeypatch.setattr(installed.subprocess, "run",
+                        lambda argv, **kw: children.append(argv) or real_run(argv, **kw))
+    first = installed._probe("schema", installed._INTROSPECT)
+    assert first["methods"] and len(children) == 1
+    assert installed._probe("schema", installed._INTROSPECT) == first and len(children) == 1
+    assert installed.cache_file().parent == tmp_path
+    # Another install of vLLM (here: another key) is probed afresh.
+    monkeypatch.setattr(installed, "_installed_vllm_key", lambda: "another vllm")
+    assert installed._probe("schema", installed._INTROSPECT) == first and len(children) == 2
+
+
+def test_a_failed_probe_is_not_kept(tmp_path, monkeypatch):
+    from tuner.engine import installed
+
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
+    assert installed._probe("broken", "raise SystemExit(3)") is None
+    assert not installed.cache_file().exists()

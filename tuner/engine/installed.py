@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
 from functools import lru_cache
+from pathlib import Path
 
 # Read in a child process: importing vLLM takes seconds and pulls in torch, which the tuner
 # itself does not need.
@@ -21,15 +24,69 @@ print(json.dumps({"methods": sorted(set(flat(speculative.SpeculativeMethod))),
 """
 
 
+def cache_file() -> Path:
+    """Where the answers of the probes below are kept between runs ($TUNER_CACHE_DIR, else the
+    user's cache folder)."""
+    folder = os.environ.get("TUNER_CACHE_DIR") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specdec-tuner"
+    return Path(folder) / "vllm-probes.json"
+
+
+def _installed_vllm_key() -> str | None:
+    """Names the installed vLLM without importing it: its package file and when it was written, so
+    that an upgrade or a reinstall is a new key. None where no vLLM is installed."""
+    try:
+        spec = importlib.util.find_spec("vllm")
+        origin = spec.origin if spec else None
+        return f"{sys.executable}|{origin}|{os.stat(origin).st_mtime_ns}" if origin else None
+    except (ImportError, ValueError, OSError):
+        return None
+
+
+def _probe(name: str, code: str, *args: str):
+    """What ``code`` prints (JSON) in a child process that imports vLLM, or None. Importing vLLM
+    costs 10-15 s on a CPU host, and every tuner command asks: an answer for the same installed
+    vLLM is read from the cache file instead (only answers, never a failure, are kept)."""
+    key = _installed_vllm_key()
+    entry = f"{name}({','.join(args)})"
+    path = cache_file()
+    try:
+        cached = json.loads(path.read_text()).get(key, {}) if key else {}
+    except (OSError, ValueError, AttributeError):
+        cached = {}
+    if entry in cached:
+        return cached[entry]
+    try:
+        out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                             timeout=120, check=True).stdout
+        answer = json.loads(out.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, ValueError, IndexError, OSError):
+        return None
+    if key and answer is not None:
+        _remember(path, key, entry, answer)
+    return answer
+
+
+def _remember(path: Path, key: str, entry: str, answer) -> None:
+    try:
+        known = json.loads(path.read_text())
+        known = known if isinstance(known, dict) else {}
+    except (OSError, ValueError):
+        known = {}
+    known[key] = {**(known.get(key) if isinstance(known.get(key), dict) else {}), entry: answer}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_suffix(f".{os.getpid()}.tmp")
+        scratch.write_text(json.dumps(known, indent=1))
+        os.replace(scratch, path)  # whole or not at all, also beside another tuner writing it
+    except OSError:
+        pass  # a read-only home: the probe runs again next time
+
+
 @lru_cache(maxsize=1)
 def installed_vllm_schema() -> dict[str, list[str]] | None:
     """Methods and SpeculativeConfig fields of the vLLM installed beside the tuner, or None."""
-    try:
-        out = subprocess.run([sys.executable, "-c", _INTROSPECT], capture_output=True, text=True,
-                             timeout=120, check=True).stdout
-        return json.loads(out.strip().splitlines()[-1])
-    except (subprocess.SubprocessError, ValueError, IndexError, OSError):
-        return None
+    return _probe("schema", _INTROSPECT)
 
 
 def gpu_name() -> str | None:
@@ -58,9 +115,4 @@ def gives_aux_hidden_states(architecture: str) -> bool | None:
     """Whether the installed vLLM's model class for ``architecture`` hands its intermediate hidden
     states to a drafter (the interface EAGLE-3, DFlash and DSpark read); None where it cannot tell
     (no vLLM here, an architecture it does not know, another vLLM layout)."""
-    try:
-        out = subprocess.run([sys.executable, "-c", _AUX_SUPPORT, architecture], capture_output=True,
-                             text=True, timeout=120, check=True).stdout
-        return json.loads(out.strip().splitlines()[-1])
-    except (subprocess.SubprocessError, ValueError, IndexError, OSError):
-        return None
+    return _probe("aux_hidden_states", _AUX_SUPPORT, architecture)
