@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,12 +14,18 @@ from pathlib import Path
 import pytest
 
 from engine_layout import default_to_in_process
+from reference_study import ReferenceStudy, make_reference_study
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 MODELS = Path(os.environ.get("TUNER_TINY_MODELS", ROOT / ".models"))
 
 default_to_in_process()  # see tests/engine_layout.py
+# What the tuner learns about the installed vLLM (tuner/engine/installed.py) is kept for this run
+# only, shared by every tuner process the tests start: the first asks vLLM, the others read it.
+if "TUNER_CACHE_DIR" not in os.environ:
+    os.environ["TUNER_CACHE_DIR"] = tempfile.mkdtemp(prefix="tuner-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["TUNER_CACHE_DIR"], True)
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +34,13 @@ def tiny_models() -> Path:
     if not (MODELS / "STAMP").exists():
         pytest.fail(f"no tiny models in {MODELS}: run `make models` (make test does it first)")
     return MODELS
+
+
+@pytest.fixture(scope="session")
+def reference_study(tmp_path_factory, tiny_models) -> ReferenceStudy:
+    """ONE real study over every method (tests/reference_study.py), read by the tests of
+    optimize, the methods, repeats, failed starts and the dashboard."""
+    return make_reference_study(tmp_path_factory.mktemp("reference-study"), tiny_models)
 
 
 # The store's tests run against both databases the tuner supports: SQLite (the default) and the

@@ -1,9 +1,9 @@
-"""Fixtures of the browser tests: one real study, `tuner dashboard` serving it, and a page of
-Debian's Chromium driven by Playwright (no browser download: `make browser` installs Chromium)."""
+"""Fixtures of the browser tests: the session's real reference study (tests/reference_study.py),
+`tuner dashboard` serving it, and a page of Debian's Chromium driven by Playwright (no browser
+download: `make browser` installs Chromium)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from reference_study import ENV
 from tuner.engine.server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,9 +27,6 @@ CHROMIUM = "/usr/bin/chromium"
 # (it refuses --user-data-dir in launch()).
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SERVER_ARGS = ["--server-arg=--enforce-eager", "--server-arg=--max-model-len=1024"]
-ENV = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-       "HF_HUB_OFFLINE": "1"}
 
 
 @dataclass(frozen=True)
@@ -73,22 +71,12 @@ def _wait_until_up(process: subprocess.Popen, base_url: str, log: Path,
 
 
 @pytest.fixture(scope="session")
-def dashboard(tmp_path_factory, tiny_models) -> Dashboard:
-    """ONE real study (baseline and ngram k=2: two vLLM starts), then `tuner dashboard` on it."""
+def dashboard(tmp_path_factory, reference_study) -> Dashboard:
+    """`tuner dashboard` on the session's reference study (tests/reference_study.py: one real
+    study over every method)."""
     tmp = tmp_path_factory.mktemp("dashboard")
-    db_url = f"sqlite:///{tmp / 'dash.db'}"
-    model = str(tiny_models / "target")
-    optimize = subprocess.run(
-        [sys.executable, "-m", "tuner.cli", "optimize",
-         "--workload", str(ROOT / "workloads" / "code.jsonl"), "--model", model,
-         "--method", "ngram", "--k", "2", "--strategy", "grid", "--trials", "2", "--warmup", "2",
-         "--concurrency", "2", "--db", db_url, "--log-dir", str(tmp / "logs"),
-         "--json", *SERVER_ARGS],
-        capture_output=True, text=True, env=ENV, timeout=1500)
-    if optimize.returncode != 0:
-        pytest.fail(f"tuner optimize exited with code {optimize.returncode}:\n"
-                    f"{optimize.stderr[-3000:]}")
-
+    db_url = reference_study.db_url
+    model = str(reference_study.models / "target")
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     log = tmp / "dashboard.log"
@@ -98,8 +86,8 @@ def dashboard(tmp_path_factory, tiny_models) -> Dashboard:
             stdout=out, stderr=subprocess.STDOUT, env=ENV, cwd=ROOT, start_new_session=True)
     try:
         _wait_until_up(process, base_url, log)
-        yield Dashboard(base_url=base_url, db_url=db_url, log_dir=tmp / "logs", model=model,
-                        study=json.loads(optimize.stdout))
+        yield Dashboard(base_url=base_url, db_url=db_url, log_dir=reference_study.log_dir,
+                        model=model, study=reference_study.answer)
     finally:
         _stop_group(process)
 

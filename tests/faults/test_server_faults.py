@@ -36,7 +36,7 @@ from tuner.trial import MeasureSettings
 from tuner.workload import load_workload
 
 from integration.serve_process import small_workload, wait_for
-from integration.test_optimize_real import ENV, ROOT, SERVER_ARGS
+from reference_study import ENV, ROOT, SERVER_ARGS
 
 ENV = own_process(ENV)  # see conftest.py
 

@@ -16,7 +16,7 @@ import psutil
 
 from tuner.engine.server import free_port
 
-from .test_optimize_real import ENV, short_code_workload
+from reference_study import ENV, short_code_workload
 
 T = TypeVar("T")
 

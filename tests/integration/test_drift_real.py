@@ -29,7 +29,7 @@ from tuner.schedule.drift import DriftWatch, Reference, references
 from tuner.store import JobStore, ResultStore, ScheduleRow, open_database
 
 from .serve_process import ServeProcess, small_workload, wait_for
-from .test_optimize_real import ENV, ROOT, SERVER_ARGS
+from reference_study import ENV, ROOT, SERVER_ARGS
 
 pytestmark = pytest.mark.integration
 

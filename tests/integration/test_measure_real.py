@@ -1,35 +1,32 @@
 """`tuner measure` end to end on the REAL vLLM server (CPU build) and the project's tiny models.
 
-Each test starts its own server (a config is fixed at start), through the CLI as a user would.
+Each test starts its own server (a config is fixed at start), through the CLI as a user would,
+on the first 16 requests of a workload (REQUESTS).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from reference_study import ENV, REQUESTS, SERVER_ARGS, short_code_workload
 from tuner.engine.server import port_is_free, process_group_alive
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
-SERVER_ARGS = ["--server-arg=--enforce-eager", "--server-arg=--max-model-len=1024"]
 
 
 def run_measure(tmp_path: Path, models: Path, *args: str, workload: str = "code") -> subprocess.CompletedProcess:
     command = [
         sys.executable, "-m", "tuner.cli", "measure",
-        "--workload", str(ROOT / "workloads" / f"{workload}.jsonl"), "--model", str(models / "target"),
+        "--workload", str(short_code_workload(tmp_path, kind=workload)),
+        "--model", str(models / "target"),
         "--concurrency", "2", "--log-dir", str(tmp_path / "logs"), "--json", *SERVER_ARGS, *args,
     ]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-           "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=600)
 
 
 def measured(result: subprocess.CompletedProcess) -> dict:
@@ -54,7 +51,7 @@ def assert_common(m: dict, repeats: int = 1) -> None:
 def assert_run(run: dict) -> None:
     summary = run["summary"]
     assert summary["output_tokens_per_s"] > 0
-    assert summary["failed"] == 0 and summary["completed"] == summary["requests"] == 48
+    assert summary["failed"] == 0 and summary["completed"] == summary["requests"] == REQUESTS
     for name in ("ttft", "tpot", "e2e"):
         assert 0 < summary[name]["p50"] <= summary[name]["p99"]
     # The client's token count and the server's own counter agree over the measured window,

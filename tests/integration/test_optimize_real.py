@@ -1,11 +1,14 @@
-"""`tuner optimize` and `tuner best` on the REAL vLLM server (CPU build) and the tiny models."""
+"""`tuner optimize` and `tuner best` on the REAL vLLM server (CPU build) and the tiny models.
+
+Most tests read the one reference study of the session (tests/reference_study.py: the grid over
+every method, each config replayed twice, a draft that cannot start); the interrupted study and
+the warm start run studies of their own.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,25 +18,10 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from reference_study import ENV, SERVER_ARGS, ReferenceStudy, run_tuner, short_code_workload
 from tuner.store import ResultStore, open_database
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
-SERVER_ARGS = ["--server-arg=--enforce-eager", "--server-arg=--max-model-len=1024"]
-ENV = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-       "HF_HUB_OFFLINE": "1"}
-
-
-def short_code_workload(tmp_path: Path, requests: int = 16, max_tokens: int | None = None) -> Path:
-    """The first requests of the code workload (``max_tokens``: each shortened to that): a replay
-    of a few seconds keeps the suite short."""
-    lines = (ROOT / "workloads" / "code.jsonl").read_text().splitlines()[:requests]
-    if max_tokens is not None:
-        lines = [json.dumps({**json.loads(line), "max_tokens": max_tokens}) for line in lines]
-    path = tmp_path / "code.jsonl"
-    path.write_text("".join(line + "\n" for line in lines))
-    return path
 
 
 def optimize_cmd(tmp_path: Path, models: Path, *args: str) -> list[str]:
@@ -49,52 +37,51 @@ def run(command: list[str]) -> subprocess.CompletedProcess:
     return result
 
 
-def trials(tmp_path: Path):
-    return ResultStore(open_database(f"sqlite:///{tmp_path / 'tuner.db'}")).trials()
+def trials(db_url: str, study_name: str | None = None):
+    return ResultStore(open_database(db_url)).trials(study_name=study_name)
 
 
-def optuna_states(tmp_path: Path) -> list[TrialState]:
-    storage = f"sqlite:///{tmp_path / 'tuner.db'}"
-    (summary,) = optuna.get_all_study_summaries(storage)
-    study = optuna.load_study(study_name=summary.study_name, storage=storage)
+def optuna_states(db_url: str, study_name: str) -> list[TrialState]:
+    study = optuna.load_study(study_name=study_name, storage=db_url)
     return [t.state for t in study.trials]
 
 
-def test_optimize_stores_every_trial_and_best_names_the_winner(tmp_path, tiny_models):
-    answer = json.loads(run(optimize_cmd(
-        tmp_path, tiny_models, "--method", "ngram", "--method", "draft_model",
-        "--draft", str(tiny_models / "draft"), "--k", "4", "--strategy", "grid", "--json")).stdout)
-    rows = trials(tmp_path)
-    assert [r.status for r in rows] == ["complete"] * 3
+def test_optimize_stores_every_trial_and_best_names_the_winner(reference_study: ReferenceStudy):
+    answer = reference_study.answer
+    rows = trials(reference_study.db_url)
     assert rows[0].config is None  # the baseline is measured first
-    assert sorted((r.config or {}).get("num_speculative_tokens", 0) for r in rows) == [0, 4, 4]
-    assert {(r.config or {}).get("method") for r in rows} == {None, "ngram", "draft_model"}
+    assert len(rows) == 7 and len({json.dumps(r.config, sort_keys=True) for r in rows}) == 7
+    assert [r.status for r in rows].count("complete") == 5, [(r.label, r.failure_cause) for r in rows]
     for r in rows:
-        assert r.tokens_per_s > 0 and r.tpot_p50_s > 0 and Path(r.server_log_path).exists()
-        assert (r.acceptance_rate is None) == (r.config is None)
-    assert optuna_states(tmp_path) == [TrialState.COMPLETE] * 3
+        if r.status == "complete":
+            assert r.tokens_per_s > 0 and r.tpot_p50_s > 0 and Path(r.server_log_path).exists()
+            assert (r.acceptance_rate is None) == (r.config is None)
+    # Optuna's own study, in the same database, saw the same outcomes.
+    expected = [TrialState.COMPLETE if r.status == "complete" else TrialState.FAIL for r in rows]
+    assert optuna_states(reference_study.db_url, answer["study"]) == expected
 
-    (best,) = json.loads(run([sys.executable, "-m", "tuner.cli", "best", "--json",
-                              "--db", f"sqlite:///{tmp_path / 'tuner.db'}"]).stdout)
+    (best,) = json.loads(run_tuner("best", "--json", "--db", reference_study.db_url).stdout)
     assert best["study"] == answer["study"]
     baseline = rows[0].tokens_per_s
-    fastest = max((r for r in rows if r.config), key=lambda r: r.tokens_per_s)
     assert best["baseline"]["tokens_per_s"] == pytest.approx(baseline)
-    assert best["speedup"] == pytest.approx(fastest.tokens_per_s / baseline)
     argv = shlex.split(best["serve_command"])
-    assert argv[:3] == ["vllm", "serve", str(tiny_models / "target")]
+    assert argv[:3] == ["vllm", "serve", str(reference_study.models / "target")]
     # Tuned with --enforce-eager --max-model-len=1024: the line to paste has neither.
     assert "--enforce-eager" not in argv and not any(a.startswith("--max-model-len") for a in argv)
     assert answer["serve_command"] == best["serve_command"]
     if best["keep_speculation_off"]:
         assert "--speculative-config" not in argv and best["winner"]["config"] is None
     else:
+        winner = next(r for r in rows if r.config == best["winner"]["config"])
+        assert winner.status == "complete" and winner.tokens_per_s > baseline
+        assert best["speedup"] == pytest.approx(winner.tokens_per_s / baseline)
         config = json.loads(argv[argv.index("--speculative-config") + 1])
-        assert config == best["winner"]["config"] == fastest.config
+        assert config == best["winner"]["config"]
 
 
 def test_interrupted_study_resumes_without_remeasuring(tmp_path, tiny_models):
     command = optimize_cmd(tmp_path, tiny_models, "--method", "ngram", "--k", "2")
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                text=True, env=ENV)
     try:
@@ -106,82 +93,84 @@ def test_interrupted_study_resumes_without_remeasuring(tmp_path, tiny_models):
     finally:
         if process.poll() is None:
             process.kill()
-    first = trials(tmp_path)
+    first = trials(db)
     assert [(r.config is None, r.status) for r in first] == [(True, "complete"), (False, "interrupted")]
     baseline_figure = first[0].tokens_per_s
 
     run(command)
-    rows = trials(tmp_path)
+    rows = trials(db)
     assert [(r.config is None, r.status) for r in rows] == [
         (True, "complete"), (False, "interrupted"), (False, "complete")]
     assert rows[0].tokens_per_s == baseline_figure  # the finished trial was not remeasured
-    assert optuna_states(tmp_path) == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
+    (study,) = {r.study_name for r in rows}
+    assert optuna_states(db, study) == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
 
 
-def test_a_config_that_cannot_start_is_stored_as_failed(tmp_path, tiny_models):
+def test_a_config_that_cannot_start_is_stored_as_failed(reference_study: ReferenceStudy):
     # A draft folder that exists but holds no weights: vLLM fails while loading it.
-    broken = tmp_path / "broken-draft"
-    broken.mkdir()
-    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(tiny_models / "draft" / name, broken / name)
-    answer = json.loads(run(optimize_cmd(
-        tmp_path, tiny_models, "--method", "ngram", "--method", "draft_model",
-        "--draft", str(broken), "--k", "2", "--json")).stdout)
-    rows = trials(tmp_path)
-    assert [r.status for r in rows] == ["complete", "complete", "failed"]
-    failed = rows[2]
-    assert str(broken) in failed.failure_cause and "exited with code" in failed.failure_cause
+    broken = reference_study.drafts["broken"]
+    rows = trials(reference_study.db_url)
+    (failed,) = [r for r in rows if r.config and r.config.get("model") == broken]
+    assert failed.status == "failed"
+    assert broken in failed.failure_cause and "exited with code" in failed.failure_cause
     assert failed.tokens_per_s is None
-    assert answer["winner"]["label"] in {"baseline", "ngram k=2"}
+    # The study went on past it, and its answer is a config that was measured (or none).
+    assert any(r.status == "complete" for r in rows if r.optuna_trial_number > failed.optuna_trial_number)
+    answer = reference_study.answer
+    assert answer["winner"]["config"] in [r.config for r in rows if r.status == "complete"]
     assert answer["baseline"]["tokens_per_s"] == pytest.approx(rows[0].tokens_per_s)
 
 
-def test_repeats_are_stored_with_their_spread_and_the_greedy_check(tmp_path, tiny_models):
-    answer = json.loads(run(optimize_cmd(tmp_path, tiny_models, "--method", "ngram", "--k", "2",
-                                         "--repeats", "2", "--json")).stdout)
-    rows = trials(tmp_path)
-    assert [r.status for r in rows] == ["complete", "complete"]
+def test_repeats_are_stored_with_their_spread_and_the_greedy_check(reference_study: ReferenceStudy):
+    answer = reference_study.answer
+    rows = [r for r in trials(reference_study.db_url) if r.status == "complete"]
     for r in rows:
         assert r.repeats == 2 and r.tokens_per_s_mad is not None
         low, high = r.tokens_per_s_ci
         assert low <= r.tokens_per_s <= high
-    baseline, ngram = rows
+    baseline, speculative = rows[0], rows[1:]
     assert baseline.greedy_match_rate is None
     # Every workload request is greedy (temperature 0); the share matching the baseline is stored.
-    assert 0.0 <= ngram.greedy_match_rate <= 1.0
+    assert all(0.0 <= r.greedy_match_rate <= 1.0 for r in speculative)
     assert answer["baseline"]["repeats"] == 2
-    engine = open_database(f"sqlite:///{tmp_path / 'tuner.db'}")
+    engine = open_database(reference_study.db_url)
     with engine.connect() as connection:
         runs = connection.exec_driver_sql(
-            "SELECT trial_id, repeat, output_tokens_per_s FROM tuner_trial_runs ORDER BY id").fetchall()
-    assert [(r[1]) for r in runs] == [0, 1, 0, 1]
+            "SELECT trial_id, repeat, output_tokens_per_s, output_token_ids, greedy_match_rate "
+            "FROM tuner_trial_runs ORDER BY id").fetchall()
+    assert [r[1] for r in runs] == [0, 1] * len(rows)  # two replays of each config that started
     assert all(r[2] > 0 for r in runs)
     # The server's own per-request TPOT histogram, read from the real /metrics around each replay.
     assert all(r.server_tpot_mean_s and r.server_tpot_mean_s > 0 for r in rows)
-    with engine.connect() as connection:
-        checked = connection.exec_driver_sql(
-            "SELECT output_token_ids, greedy_match_rate, first_divergence FROM tuner_trial_runs ORDER BY id").fetchall()
-    baseline_tokens = json.loads(checked[0][0])
+    baseline_tokens = json.loads(runs[0][3])
     # vLLM returned the token ids of the baseline's greedy requests (return_token_ids).
     assert len(baseline_tokens) == 16 and all(len(ids) > 1 for ids in baseline_tokens.values())
-    assert [json.loads(r[0] or "null") for r in checked[2:]] == [None, None]  # kept for the baseline only
-    run_rates = [r[1] for r in checked[2:]]
-    assert all(0.0 <= rate <= 1.0 for rate in run_rates)  # both of ngram's runs were compared
-    assert ngram.greedy_match_rate == min(run_rates)
-    if ngram.greedy_match_rate < 1:
-        assert ngram.first_divergence["request"] in baseline_tokens
-        assert isinstance(ngram.first_divergence["token"], int)
+    assert [r[3] for r in runs[2:]] == [None] * (len(runs) - 2)  # kept for the baseline only
+    rates: dict[int, list[float]] = {}
+    for trial_id, _, _, _, rate in runs[2:]:
+        assert 0.0 <= rate <= 1.0  # both runs of every speculative config were compared
+        rates.setdefault(trial_id, []).append(rate)
+    # A config's figure is its worse run's.
+    assert sorted(map(min, rates.values())) == sorted(r.greedy_match_rate for r in speculative)
+    for r in speculative:
+        if r.greedy_match_rate < 1:
+            assert r.first_divergence["request"] in baseline_tokens
+            assert isinstance(r.first_divergence["token"], int)
 
 
-def test_a_new_study_warm_starts_from_the_previous_best(tmp_path, tiny_models):
-    space = ["--method", "ngram", "--k", "3", "--json"]
-    first = json.loads(run(optimize_cmd(tmp_path, tiny_models, *space)).stdout)
-    second = json.loads(run(optimize_cmd(tmp_path, tiny_models, *space, "--name", "nightly")).stdout)
-    rows = [r for r in trials(tmp_path) if r.study_name == "nightly"]
+def test_a_new_study_warm_starts_from_the_previous_best(reference_study: ReferenceStudy, tmp_path):
+    """A copy of the reference study, then a new study of the same space: its first trial after
+    the baseline is the reference's winner."""
+    db = reference_study.copy(tmp_path)
+    first = reference_study.answer
+    second = json.loads(run_tuner("optimize", *reference_study.space(), "--trials", "2", "--name",
+                                  "nightly", "--db", db, "--log-dir", str(tmp_path / "logs"),
+                                  "--json").stdout)
+    rows = trials(db, "nightly")
     assert second["study"] == "nightly" and rows[0].config is None  # the baseline, measured again
     if first["winner"]["config"] is not None:
         assert rows[1].config == first["winner"]["config"]
         assert rows[1].proposal_reason == "warm start: the previous best"
     # The earlier study's acceptance profile stands in for the highest-k run that learns it.
     assert not any((r.proposal_reason or "").startswith("highest k first") for r in rows)
-    assert second["server_starts"] == len(rows)
+    assert second["server_starts"] == len(rows) <= 2

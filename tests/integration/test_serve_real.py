@@ -16,7 +16,7 @@ import pytest
 from tuner.store import JobStore, ResultStore, open_database
 
 from .serve_process import ServeProcess, small_workload, wait_for
-from .test_optimize_real import ENV, SERVER_ARGS
+from reference_study import ENV, SERVER_ARGS
 
 pytestmark = pytest.mark.integration
 

@@ -72,13 +72,16 @@ def test_the_installed_vllm_is_probed_once_and_then_read_from_the_cache(tmp_path
     real_run = installed.subprocess.run
     monkeypatch.setattr(installed.subprocess, "run",
                         lambda argv, **kw: children.append(argv) or real_run(argv, **kw))
-    first = installed._probe("schema", installed._INTROSPECT)
-    assert first["methods"] and len(children) == 1
-    assert installed._probe("schema", installed._INTROSPECT) == first and len(children) == 1
+    # A child that answers as the schema probe does, without the seconds of importing vLLM.
+    answer = 'import json; print(json.dumps({"methods": ["ngram"], "fields": ["method"]}))'
+    first = installed._probe("schema", answer)
+    assert first == {"methods": ["ngram"], "fields": ["method"]} and len(children) == 1
+    assert installed._probe("schema", answer) == first and len(children) == 1
     assert installed.cache_file().parent == tmp_path
+    assert installed._installed_vllm_key() in json.loads(installed.cache_file().read_text())
     # Another install of vLLM (here: another key) is probed afresh.
     monkeypatch.setattr(installed, "_installed_vllm_key", lambda: "another vllm")
-    assert installed._probe("schema", installed._INTROSPECT) == first and len(children) == 2
+    assert installed._probe("schema", answer) == first and len(children) == 2
 
 
 def test_a_failed_probe_is_not_kept(tmp_path, monkeypatch):
