@@ -11,8 +11,9 @@ with fixed step counts and seeds, so the same checkpoints come out on every mach
 - ``make_dspark``: a DSpark drafter (``Qwen3DSparkModel``, vLLM ``qwen3_dspark.py``): the DFlash
   backbone plus a low-rank Markov head. vLLM 0.32 runs DSpark only in its V2 model runner, which
   needs Triton with a CPU backend: the CPU build refuses it at start (docs/block-drafters.md).
-- ``make_mtp_target``: a MiMo-style target (``MiMoForCausalLM``: Qwen2 layers plus one MTP layer
-  under ``model.mtp_layers.0``), served with ``method: mtp`` (vLLM ``mimo_mtp.py``). Serves.
+- ``make_mtp_target``: a MiMo-style target (``MiMoForCausalLM``: Qwen2 layers, the Llama
+  target's weights, plus one MTP layer under ``model.mtp_layers.0``), served with ``method: mtp``
+  (vLLM ``mimo_mtp.py``). Serves.
 
 The drafters are trained on the target's own greedy continuations of corpus prefixes: at
 temperature 0 that is exactly the text the server drafts over.
@@ -66,6 +67,7 @@ POOL_WINDOWS = 512  # corpus prefixes continued greedily by the target (the draf
 POOL_PREFIX = 48  # tokens of corpus text before the target's own continuation
 
 # MTP (MiMo-style) target.
+# The same shape as make_tiny_models.py's Llama target, whose weights its layers take.
 MTP_TARGET = dict(layers=4, hidden=256, heads=4, intermediate=768, steps=200, mtp_steps=150)
 
 
@@ -634,11 +636,13 @@ class _MiMoMTPLayer:
                 for k, v in self.p.items()}
 
 
-def make_mtp_target(out_dir, tokenizer, tokens, eos_id: int, train: bool = True):
-    """A MiMo-style target: ``MiMoForCausalLM`` = Qwen2 layers (trained like the Llama target)
-    plus one MTP layer distilled to propose token t+2. Served as its own drafter with
-    ``{"method": "mtp", "num_speculative_tokens": 1}`` (vLLM turns the same checkpoint into
-    ``MiMoMTPModel`` and shares the target's embedding and lm_head)."""
+def make_mtp_target(out_dir, tokenizer, tokens, eos_id: int, train: bool = True, base=None):
+    """A MiMo-style target: ``MiMoForCausalLM`` = Qwen2 layers plus one MTP layer distilled to
+    propose token t+2. Served as its own drafter with ``{"method": "mtp", "num_speculative_tokens":
+    1}`` (vLLM turns the same checkpoint into ``MiMoMTPModel`` and shares the target's embedding
+    and lm_head). With ``base``, a trained Llama of the same shape (the project's target), its
+    layers are that Llama's weights (Qwen2 is Llama with q/k/v biases, here zero): the same model
+    without a minute of training; without it, the layers are trained like the Llama target."""
     import torch
     import torch.nn.functional as F
     from safetensors.torch import load_file, save_file
@@ -656,7 +660,15 @@ def make_mtp_target(out_dir, tokenizer, tokens, eos_id: int, train: bool = True)
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
     )
     target = Qwen2ForCausalLM(config)
-    if train:
+    if base is not None:
+        missing, unexpected = target.load_state_dict(base.state_dict(), strict=False)
+        assert not unexpected and all(k.endswith(("q_proj.bias", "k_proj.bias", "v_proj.bias"))
+                                      for k in missing), (missing, unexpected)
+        with torch.no_grad():
+            for name, prm in target.named_parameters():
+                if name in missing:
+                    prm.zero_()
+    elif train:
         target = _train_causal_lm(target, tokens, c["steps"], "mtp-target")
     target.eval()
     for prm in target.parameters():
@@ -725,6 +737,14 @@ def _tokens_like_make_tiny_models(tokenizer):
     return torch.tensor(code_ids[:share] + prose_ids[:share], dtype=torch.long)
 
 
+def _llama_target(folder: Path):
+    """make_tiny_models.py's trained Llama target, in float32."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    return LlamaForCausalLM.from_pretrained(str(folder), torch_dtype=torch.float32)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=Path, default=Path(".models"))
@@ -756,7 +776,8 @@ def main() -> int:
         ("dspark", lambda: make_dspark(args.models / "dspark", target_dir, tokens,
                                        train=not args.random)),
         ("mtp-target", lambda: make_mtp_target(args.models / "mtp-target", tokenizer, tokens,
-                                               tokenizer.eos_token_id, not args.random)),
+                                               tokenizer.eos_token_id, not args.random,
+                                               base=_llama_target(args.models / "target"))),
     ):
         if name in only:
             started = time.monotonic()

@@ -31,7 +31,7 @@ from torch import nn
 AUX_LAYERS = (1, 2, 3)  # hidden states after these many target layers (0 = the embedding)
 DRAFT_VOCAB = 1024  # the most frequent target tokens; d2t/t2d map them back
 TTT_STEPS = 3  # unrolled drafting steps, so positions 1 and 2 accept too
-STEPS = 300
+STEPS = 200  # loss 0.10 at 200 steps, 0.08 at 300
 SEQ_LEN = 96
 BATCH = 16
 SEED = 1234

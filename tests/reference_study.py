@@ -75,12 +75,13 @@ class ReferenceStudy:
     def log_dir(self) -> Path:
         return self.folder / "logs"
 
-    def space(self) -> list[str]:
-        """The study's flags, less --db and --strategy: run again with another --name, they make
-        a new study of the same model and workload type."""
+    def space(self, drafts: tuple[str, ...] | None = None) -> list[str]:
+        """The study's flags (``drafts``: only these of its drafts), less --db and --strategy: run
+        again with another --name, they make a new study of the same model and workload type."""
+        chosen = [self.drafts[name] for name in drafts or self.drafts]
         return ["--workload", str(self.workload), "--model", str(self.models / "target"),
                 "--method", "ngram", "--method", "draft_model", "--method", "eagle3",
-                *(a for d in self.drafts.values() for a in ("--draft", d)), "--k", "3",
+                *(a for d in chosen for a in ("--draft", d)), "--k", "3",
                 "--concurrency", "2", "--repeats", "2", *SERVER_ARGS]
 
     def copy(self, folder: Path) -> str:
