@@ -68,14 +68,19 @@ compose-tool:
 
 # A fresh study for each workload type, code and chat: the baseline, ngram, and the three drafters
 # `make models` trains for the target (a draft model, an EAGLE-3 head, a DFlash drafter; each
-# --draft's method is read from its checkpoint), then the answer per workload type.
+# --draft's method is read from its checkpoint), then the answer per workload type. Each study
+# replays a sample of DEMO_REQUESTS requests of its workload (`tuner workload sample`, same length
+# mix): the demo ends in minutes.
 DEMO_DB := sqlite:///.tuner/demo.db
+DEMO_REQUESTS := 24
 demo: models
 	mkdir -p .tuner && rm -f .tuner/demo.db .tuner/demo.db-wal .tuner/demo.db-shm
 	for workload in code chat; do \
-		$(BIN)/tuner optimize --workload workloads/$$workload.jsonl --model $(MODELS)/target \
+		$(BIN)/tuner workload sample workloads/$$workload.jsonl --n $(DEMO_REQUESTS) \
+			--out .tuner/$$workload.jsonl || exit 1; \
+		$(BIN)/tuner optimize --workload .tuner/$$workload.jsonl --model $(MODELS)/target \
 			--method ngram --draft $(MODELS)/draft --draft $(MODELS)/eagle3 --draft $(MODELS)/dflash \
-			--k 1-4 --concurrency 2 --db $(DEMO_DB) $(DEMO_SERVER_ARGS) || exit 1; \
+			--k 2,4 --concurrency 2 --db $(DEMO_DB) $(DEMO_SERVER_ARGS) || exit 1; \
 	done
 	$(BIN)/tuner best --db $(DEMO_DB)
 

@@ -209,8 +209,11 @@ def test_serve_settings_flag_over_config_over_default(tmp_path: Path):
 def fake_leftover(study: str, ignore_sigint: bool) -> subprocess.Popen:
     """A process that looks like a job's `tuner optimize` (its argv names the study), in a session
     of its own, as a dead service would have left it; a thread reaps it, as its new parent would."""
+    # Not ignoring: Python's own SIGINT handler, as tuner.cli.main installs it (a process started in
+    # the background of a non-interactive shell, as a test run may be, inherits SIGINT ignored).
+    handler = "signal.SIG_IGN" if ignore_sigint else "signal.default_int_handler"
     code = ("import signal, sys, time\n"
-            + ("signal.signal(signal.SIGINT, signal.SIG_IGN)\n" if ignore_sigint else "")
+            + f"signal.signal(signal.SIGINT, {handler})\n"
             + "print('ready', flush=True)\ntime.sleep(60)\n")
     process = subprocess.Popen([sys.executable, "-c", code, "optimize", "--name", study], start_new_session=True,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
