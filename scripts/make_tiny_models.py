@@ -12,8 +12,9 @@ its documentation topics and licence texts):
     (scripts/tiny_block_drafters.py, docs/block-drafters.md),
 so that acceptance really differs between code and chat traffic.
 
-The result goes to OUT (default .models/) and is reused while these scripts are unchanged.
-Usage: python scripts/make_tiny_models.py [--out .models] [--force]
+The result goes to OUT (default .models/) and is reused while these scripts are unchanged; --only
+makes a subset (`make demo` makes the four models it serves).
+Usage: python scripts/make_tiny_models.py [--out .models] [--only target,eagle3,...] [--force]
 """
 
 from __future__ import annotations
@@ -130,18 +131,37 @@ def train_model(name: str, tokens, out: Path, eos_id: int, teacher=None):
     return model.float()
 
 
+ALL = ("target", "draft", "draft-weak", "eagle3", "dflash", "dspark", "mtp-target")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(".models"))
+    parser.add_argument("--only", default=",".join(ALL),
+                        help=f"comma-separated models to make (default: all of {', '.join(ALL)})")
     parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
     args = parser.parse_args()
+    wanted = [name for name in ALL if name in args.only.split(",")]
+    if unknown := set(args.only.split(",")) - set(ALL):
+        parser.error(f"unknown model {sorted(unknown)[0]!r}; choose from {', '.join(ALL)}")
 
     here = Path(__file__).resolve().parent
     sources = [Path(__file__).resolve(), *sorted(here.glob("tiny_*.py"))]
     fingerprint = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
-    stamp = args.out / "STAMP"
-    if not args.force and stamp.exists() and stamp.read_text().strip() == fingerprint:
-        print(f"tiny models in {args.out} are up to date")
+
+    # Each model folder records the fingerprint it was made with (BUILT): `make demo` makes the
+    # four it serves, `make test` then only the rest. STAMP, which the tests read, is written once
+    # every model is up to date.
+    def up_to_date(name: str) -> bool:
+        built = args.out / name / "BUILT"
+        return built.exists() and built.read_text().strip() == fingerprint
+
+    def done(name: str) -> None:
+        (args.out / name / "BUILT").write_text(fingerprint + "\n")
+
+    missing = [name for name in wanted if args.force or not up_to_date(name)]
+    if not missing:
+        print(f"tiny models in {args.out} are up to date ({', '.join(wanted)})")
         return 0
 
     import torch
@@ -151,31 +171,49 @@ def main() -> int:
     code, prose = corpus()
     print(f"corpus: {sum(map(len, code)) / 1e6:.1f} MB code, {sum(map(len, prose)) / 1e6:.1f} MB prose")
     args.out.mkdir(parents=True, exist_ok=True)
-    texts = code + prose
     tokenizer_dir = args.out / "target"
-    tokenizer = train_tokenizer(texts, tokenizer_dir)
+    have_target = "target" not in missing and up_to_date("target")
+    if have_target:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    else:
+        tokenizer = train_tokenizer(code + prose, tokenizer_dir)
     # Equal shares of code and prose tokens, so the models know both kinds of text.
     code_ids = tokenizer("\n".join(code))["input_ids"]
     prose_ids = tokenizer("\n".join(prose))["input_ids"]
     share = min(len(code_ids), len(prose_ids))
     tokens = torch.tensor(code_ids[:share] + prose_ids[:share], dtype=torch.long)
-    print(f"training on {len(tokens)} tokens")
-    target = train_model("target", tokens, args.out / "target", tokenizer.eos_token_id)
-    train_model("draft", tokens, args.out / "draft", tokenizer.eos_token_id, teacher=target)
-    train_model("draft-weak", tokens, args.out / "draft-weak", tokenizer.eos_token_id)
-    for name in MODELS:
-        tokenizer.save_pretrained(args.out / name)
-    made = list(MODELS)
-    print(f"  eagle3: {make_eagle3_head(args.out / 'eagle3', target, tokens)}")
-    make_dflash(args.out / "dflash", args.out / "target", tokens)
-    # vLLM 0.32's CPU build cannot serve DSpark (its V2 model runner needs Triton): a checkpoint
-    # that loads is enough to show the server's cause, so its weights are not trained here.
-    make_dspark(args.out / "dspark", args.out / "target", tokens, train=False)
-    make_mtp_target(args.out / "mtp-target", tokenizer, tokens, tokenizer.eos_token_id, base=target)
-    made += ["eagle3", "dflash", "dspark", "mtp-target"]
-    stamp.write_text(fingerprint + "\n")
-    info = {name: str((args.out / name).resolve()) for name in made}
-    print(json.dumps(info))
+    print(f"training on {len(tokens)} tokens; making {', '.join(missing)}")
+    if have_target:
+        from transformers import LlamaForCausalLM
+
+        # As train_model returns it: the saved bfloat16 weights, in float32.
+        target = LlamaForCausalLM.from_pretrained(str(tokenizer_dir), torch_dtype=torch.float32).eval()
+    else:
+        target = train_model("target", tokens, tokenizer_dir, tokenizer.eos_token_id)
+        tokenizer.save_pretrained(tokenizer_dir)
+        done("target")
+    builders = {
+        "draft": lambda out: train_model("draft", tokens, out, tokenizer.eos_token_id, teacher=target),
+        "draft-weak": lambda out: train_model("draft-weak", tokens, out, tokenizer.eos_token_id),
+        "eagle3": lambda out: print(f"  eagle3: {make_eagle3_head(out, target, tokens)}"),
+        "dflash": lambda out: make_dflash(out, tokenizer_dir, tokens),
+        # vLLM 0.32's CPU build cannot serve DSpark (its V2 model runner needs Triton): a
+        # checkpoint that loads is enough to show the server's cause, so its weights are not trained.
+        "dspark": lambda out: make_dspark(out, tokenizer_dir, tokens, train=False),
+        "mtp-target": lambda out: make_mtp_target(out, tokenizer, tokens, tokenizer.eos_token_id, base=target),
+    }
+    for name in missing:
+        if name == "target":
+            continue
+        builders[name](args.out / name)
+        if name in MODELS:
+            tokenizer.save_pretrained(args.out / name)
+        done(name)
+    if all(up_to_date(name) for name in ALL):
+        (args.out / "STAMP").write_text(fingerprint + "\n")
+    print(json.dumps({name: str((args.out / name).resolve()) for name in wanted}))
     return 0
 
 
