@@ -24,7 +24,8 @@ STUDY_KEY_OF_PARAM = {
     "method": "space.methods", "draft": "space.drafts", "k": "space.k",
     "ngram_lookup": "space.ngram_lookup", "trials": "trials", "noise": "noise",
     "strategy": "strategy", "slo": "slo", "max_output_change": "max_output_change",
-    "allow_output_change": "allow_output_change", "server_cmd": "server.cmd",
+    "allow_output_change": "allow_output_change", "near_tie_margin": "near_tie_margin",
+    "server_cmd": "server.cmd",
     "server_arg": "server.args", "deploy_arg": "server.deploy_args", "load": "load.mode",
     "concurrency": "load.concurrency", "rate": "load.rate", "time_scale": "load.time_scale",
 }

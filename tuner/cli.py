@@ -278,6 +278,10 @@ def optimize(
              "chosen (default 0; GPUs may flip near-ties).")] = None,
     allow_output_change: Annotated[Optional[bool], typer.Option(
         "--allow-output-change", help="Choose a config even if it changed greedy output (warned).")] = None,
+    near_tie_margin: Annotated[Optional[float], typer.Option(
+        help="A greedy output that leaves the baseline's where the baseline's top two candidates "
+             "were closer than this in log-probability is a numeric near-tie, not a change "
+             "(default 0.1; 0 counts every divergence).")] = None,
     write_config: WriteConfigOpt = None,
     synthetic_acceptance: SyntheticOpt = None,
     *, run: RunOptions, server_cmd: Optional[str], server_arg: Optional[list[str]],
@@ -300,7 +304,7 @@ def optimize(
             server_cmd=server_cmd, server_args=server_arg, trials=trials, noise=noise,
             strategy=strategy, slos=slo, warm_start=warm_start, name=name, join=join,
             deploy_args=deploy_arg, max_output_change=max_output_change,
-            allow_output_change=allow_output_change)
+            allow_output_change=allow_output_change, near_tie_margin=near_tie_margin)
         plan, store = study.plan, study.store
         # The other local workers start once the study exists; leaving waits for their trials.
         with helper_workers(study.name, study.db_url, study.helper_gpus, heartbeat, run.gpu_free_timeout,

@@ -188,7 +188,10 @@ def _add_row(table: Table, r: TrialRow, baseline_tokens_per_s: float | None,
         tokens = f"{r.tokens_per_s:.1f}" + (f" ±{r.tokens_per_s_mad:.1f}" if r.repeats > 1 else "")
     match = "-" if r.greedy_match_rate is None else (
         f"{r.greedy_match_rate:.0%}" if r.greedy_match_rate == 1
-        else f"[red]{r.greedy_match_rate:.0%}[/]" + divergence_text(r.first_divergence))
+        # Differing only at the baseline's own near-ties: not a change, shown apart.
+        else f"[yellow]{r.greedy_match_rate:.0%}[/] (near-ties {r.greedy_near_tie_rate:.0%})"
+        if not r.greedy_change_rate
+        else f"[red]{r.greedy_match_rate:.0%}[/]" + divergence_text(r.first_divergence, r.greedy_near_tie_rate))
     number = "k/bs" if r.kind == "k_by_batch_size" else str(r.optuna_trial_number)
     tpot = "-" if not r.tpot_p50_s else f"{r.tpot_p50_s * 1000:.2f}/" + (
         f"{r.tpot_p99_s * 1000:.2f}" if r.tpot_p99_s is not None else "-")
@@ -339,6 +342,7 @@ def answer_dict(answer: Answer) -> dict:
                 "per_position": r.per_position, "trial": r.optuna_trial_number,
                 "repeats": r.repeats, "tokens_per_s_mad": r.tokens_per_s_mad,
                 "tokens_per_s_ci": r.tokens_per_s_ci, "greedy_match_rate": r.greedy_match_rate,
+                "greedy_near_tie_rate": r.greedy_near_tie_rate, "greedy_change_rate": r.greedy_change_rate,
                 "first_divergence": r.first_divergence, "marks": list(r.marks),
                 "server_tpot_mean_s": r.server_tpot_mean_s,
                 "finished_at": r.finished_at.isoformat() if r.finished_at else None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import platform
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,7 +22,7 @@ from tuner.engine import ServerOptions, SpecConfig, VllmServer
 from tuner.engine.log_cause import failure_cause, read_tail
 from tuner.errors import MetricsError, ServerDiedError, TunerError, UsageError
 from tuner.metrics import Acceptance, ServerLatency, acceptance_between, latency_between, scrape_counters
-from tuner.replay import LoadSpec, ReplaySummary, RequestResult, replay, summarize
+from tuner.replay import LoadSpec, ReplaySummary, RequestResult, first_different_token, replay, summarize
 from tuner.stats import RepeatStats, repeat_stats
 from tuner.trust import REMEASURABLE, REPEATS_DISAGREE, repeats_disagree, run_marks
 from tuner.workload import Workload
@@ -121,6 +122,9 @@ class Measurement:
     host: str
     started_at: str
     finished_at: str
+    # The baseline's only: request id -> per generated token of its first run, the lead of that
+    # token's log-probability over the runner-up's (a small one is a numeric near-tie).
+    reference_margins: dict[str, list[float | None]] | None = None
 
     @property
     def tokens_per_s(self) -> RepeatStats:
@@ -265,6 +269,7 @@ def _measure_on_one_server(model: str, spec: SpecConfig | None, workload: Worklo
                 _reset_prefix_cache(server)
             _warm_up(server, model, workload, load, settings, progress)
             runs_by_load.append(_replays(server, model, spec, workload, load, settings, progress))
+        margins = _reference_margins(server, model, workload, settings, progress) if spec is None else None
         record = ServerRecord(
             command=server.command(), log_path=str(server.log_path), startup_s=server.startup_s or 0.0,
             pid=server.process.pid if server.process else -1, port=server.port,
@@ -284,7 +289,37 @@ def _measure_on_one_server(model: str, spec: SpecConfig | None, workload: Worklo
         host=platform.node(),
         started_at=started_at,
         finished_at=finished_at,
+        reference_margins=_aligned(margins, runs[0].requests) if margins is not None else None,
     ) for load, runs in zip(settings.loads, runs_by_load)]
+
+
+def _reference_margins(server: VllmServer, model: str, workload: Workload, settings: MeasureSettings,
+                       progress: Progress) -> dict[str, tuple[tuple[int, ...], tuple[float | None, ...]]]:
+    """The baseline's greedy requests once more, after its measured replays and outside them,
+    asking vLLM for the top two candidates of every token: request id -> (token ids, margins)."""
+    greedy = [r for r in workload.requests if r.temperature == 0]
+    if not greedy:
+        return {}
+    _reset_prefix_cache(server)
+    progress.start_replay("greedy reference with top-2 logprobs", len(greedy))
+    results, _ = replay(server.base_url, model, greedy, LoadSpec("concurrency", settings.load.concurrency),
+                        request_timeout_s=settings.request_timeout_s,
+                        default_max_tokens=settings.default_max_tokens, on_result=progress.request_done,
+                        top_logprobs=2)
+    return {r.request_id: (r.token_ids, r.margins) for r in results if r.ok and r.token_ids and r.margins}
+
+
+def _aligned(margins: dict[str, tuple[tuple[int, ...], tuple[float | None, ...]]],
+             measured: Sequence[RequestResult]) -> dict[str, list[float | None]]:
+    """Margins for the measured run's own tokens: as far as the reference pass generated the same
+    ones (a baseline can itself flip a near-tie between two passes)."""
+    out = {}
+    for r in measured:
+        if r.request_id in margins and r.token_ids:
+            ids, lead = margins[r.request_id]
+            same = first_different_token(ids, r.token_ids)
+            out[r.request_id] = [None if m is None else round(m, 4) for m in lead[:same]]
+    return out
 
 
 def _warm_up(server: VllmServer, model: str, workload: Workload, load: LoadSpec,

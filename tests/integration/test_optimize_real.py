@@ -176,3 +176,28 @@ def test_a_new_study_warm_starts_from_the_previous_best(reference_study: Referen
     # The earlier study's acceptance profile stands in for the highest-k run that learns it.
     assert not any((r.proposal_reason or "").startswith("highest k first") for r in rows)
     assert second["server_starts"] == len(rows) <= 2
+
+
+def test_the_baselines_near_ties_are_recorded_and_divergences_classified(reference_study: ReferenceStudy):
+    """The baseline's greedy requests were replayed once more with vLLM's top-2 logprobs: every
+    token of its first run has the lead of its log-probability over the runner-up, and each
+    config's divergence is a numeric near-tie where that lead was under the margin (0.1)."""
+    engine = open_database(reference_study.db_url)
+    with engine.connect() as connection:
+        (tokens, margins), = connection.exec_driver_sql(
+            "SELECT output_token_ids, output_margins FROM tuner_trial_runs ORDER BY id LIMIT 1").fetchall()
+    tokens, margins = json.loads(tokens), json.loads(margins)
+    assert set(margins) == set(tokens)
+    # The reference pass generated the measured run's tokens (a baseline flipping its own near-tie
+    # between the two passes shortens one list), each chosen as the top candidate.
+    assert sum(len(margins[r]) == len(tokens[r]) for r in tokens) >= len(tokens) - 2
+    assert all(m is None or m >= 0 for lead in margins.values() for m in lead)
+    rows = [r for r in trials(reference_study.db_url) if r.status == "complete" and r.config]
+    for r in rows:
+        assert r.greedy_match_rate + r.greedy_near_tie_rate + r.greedy_change_rate == pytest.approx(1)
+        if r.greedy_match_rate < 1:
+            where = r.first_divergence
+            margin = margins[where["request"]][where["token"]] if where["token"] < len(margins[where["request"]]) else None
+            assert where["margin"] == margin
+            assert where["near_tie"] == (margin is not None and margin < 0.1)
+    print("divergences:", [(r.label, r.greedy_match_rate, r.greedy_near_tie_rate, r.first_divergence) for r in rows])

@@ -102,8 +102,52 @@ def test_output_check_locates_the_first_different_token():
     baseline = BaselineOutputs({"r0": "a", "r1": "b", "r2": "c"}, {"r1": [5, 6, 7, 8]})
     check = compare_outputs(baseline, [req(0, "a"), req(1, "x", (5, 6, 9, 8)), req(2, "c"), req(3, "d")])
     assert check.match_rate == pytest.approx(2 / 3) and check.compared == 3
-    assert check.first_divergence == {"request": "r1", "token": 2}
+    # Without the baseline's margins a divergence is a real change.
+    assert check.first_divergence == {"request": "r1", "token": 2, "margin": None, "near_tie": False}
+    assert check.near_tie_rate == 0 and check.change_rate == pytest.approx(1 / 3)
     assert compare_outputs(baseline, [req(0, "z", greedy=False)]) is None
     same = compare_outputs(baseline, [req(0, "a")])
     # The trial's figure is its worst run's, with the run it came from.
-    assert worst([same, check]) == (pytest.approx(2 / 3), {"request": "r1", "token": 2, "run": 1})
+    trial = worst([same, check])
+    assert trial.match_rate == pytest.approx(2 / 3)
+    assert trial.first_divergence == {"request": "r1", "token": 2, "margin": None, "near_tie": False, "run": 1}
+
+
+def test_a_divergence_at_the_baselines_own_near_tie_is_not_a_change():
+    """Where the baseline's top two candidates were 0.02 apart in log-probability, a config that
+    took the other one flipped a numeric near-tie; at a lead of 3.0 it changed the output."""
+    from tuner.replay import RequestResult
+    from tuner.search.output_check import BaselineOutputs, compare_outputs, output_changed, worst
+
+    def req(i, digest, tokens):
+        return RequestResult(f"r{i}", 0.0, ok=True, text_digest=digest, greedy=True, output_tokens=3,
+                             token_ids=tokens)
+
+    baseline = BaselineOutputs({"r0": "a", "r1": "b"}, {"r0": [1, 2, 3], "r1": [4, 5, 6]},
+                               {"r0": [2.5, 0.02, 1.0], "r1": [3.0, 3.0, 3.0]})
+    tie_only = compare_outputs(baseline, [req(0, "x", (1, 9, 3)), req(1, "b", (4, 5, 6))])
+    assert tie_only.match_rate == 0.5 and tie_only.near_tie_rate == 0.5 and tie_only.change_rate == 0
+    assert tie_only.first_divergence == {"request": "r0", "token": 1, "margin": 0.02, "near_tie": True}
+    assert not output_changed(tie_only.change_rate, 0.0)
+    both = compare_outputs(baseline, [req(0, "x", (1, 9, 3)), req(1, "y", (4, 5, 7))])
+    assert both.near_tie_rate == 0.5 and both.change_rate == 0.5
+    # The real change is the one shown, and the worse run is the one with real changes.
+    assert both.first_divergence == {"request": "r1", "token": 2, "margin": 3.0, "near_tie": False}
+    assert worst([both, tie_only]).first_divergence["run"] == 0
+    # --near-tie-margin 0 counts every divergence.
+    strict = compare_outputs(baseline, [req(0, "x", (1, 9, 3)), req(1, "b", (4, 5, 6))], near_tie_margin=0)
+    assert strict.near_tie_rate == 0 and strict.change_rate == 0.5
+
+
+def test_top_two_margins_are_read_from_completion_and_chat_chunks():
+    from tuner.replay.client import _top_margins
+
+    completion = {"tokens": ["token_id:5", "token_id:6"], "token_logprobs": [-0.1, -0.7],
+                  "top_logprobs": [{"token_id:5": -0.1, "token_id:9": -2.6}, {"token_id:6": -0.7, "token_id:7": -0.75}]}
+    assert _top_margins(completion) == [pytest.approx(2.5), pytest.approx(0.05)]
+    chat = {"content": [{"token": "token_id:5", "logprob": -0.1,
+                         "top_logprobs": [{"token": "token_id:5", "logprob": -0.1},
+                                          {"token": "token_id:9", "logprob": -1.1}]},
+                        {"token": "token_id:6", "logprob": 0.0, "top_logprobs": [{"token": "token_id:6", "logprob": 0.0}]}]}
+    assert _top_margins(chat) == [pytest.approx(1.0), None]
+    assert _top_margins(None) == []

@@ -40,8 +40,9 @@ def study(tmp_path):
     workload = Workload(path=path, type="code", requests=(Request(line=1, prompt="x"),))
     store = ResultStore(open_database(url))
 
-    def run(measure, options, server_args=()):
-        settings = MeasureSettings(server=ServerOptions(log_dir=tmp_path, server_args=list(server_args)))
+    def run(measure, options, server_args=(), synthetic_acceptance=None):
+        settings = MeasureSettings(server=ServerOptions(log_dir=tmp_path, server_args=list(server_args),
+                                                        synthetic_acceptance=synthetic_acceptance))
         return optimize("m", workload, NGRAM_SPACE, settings, store, optuna_storage(url), options, Quiet(),
                         measure=measure)
 
@@ -189,10 +190,14 @@ def test_a_trial_whose_greedy_text_differs_is_flagged_and_not_chosen(study):
     url, store, run = study
     outcome = run(changes_output_at_k4, plan_study(strategy="grid").options)
     k4 = next(r for r in store.trials() if r.label == "ngram k=4")
-    assert k4.greedy_match_rate == 0.5 and k4.first_divergence == {"request": "r1", "token": 3, "run": 0}
+    # The stand-in baseline recorded no top-2 margins: the divergence counts as a real change.
+    assert k4.greedy_match_rate == 0.5 and k4.first_divergence == {"request": "r1", "token": 3, "run": 0,
+                                                                   "margin": None, "near_tie": False}
+    assert k4.greedy_near_tie_rate == 0 and k4.greedy_change_rate == 0.5
     assert outcome.verdict.label == "ngram k=2"  # not the faster k=4
     (note,) = [n for n in outcome.verdict.notes if "ngram k=4" in n]
-    assert "greedy output differed from the baseline's on 50% of requests (first at request r1, token 3)" in note
+    assert ("greedy output differed from the baseline's on 50% of requests beyond numeric near-ties "
+            "(first at request r1, token 3)") in note
     (best,) = best_json(url)
     assert best["deployed_label"] == "ngram k=2"
 
@@ -204,3 +209,16 @@ def test_allow_output_change_chooses_it_with_a_warning(study):
     assert any("allowed by --allow-output-change" in n for n in outcome.verdict.notes)
     (best,) = best_json(url)  # the stored rule, not a flag of `tuner best`
     assert best["deployed_label"] == "ngram k=4"
+
+
+def test_under_synthetic_acceptance_the_note_says_why_output_is_not_compared(study):
+    """--synthetic-acceptance allows output change by itself (tuner/search/plan.py): the note
+    names that cause, not a flag the user never gave, and `tuner best` reads it from the store."""
+    url, store, run = study
+    outcome = run(changes_output_at_k4, plan_study(strategy="grid", allow_output_change=True).options,
+                  synthetic_acceptance=(0.8, 0.6))
+    (note,) = [n for n in outcome.verdict.notes if "ngram k=4 changed greedy output" in n]
+    assert "not compared: acceptance was synthetic (0.8,0.6)" in note
+    assert "--allow-output-change" not in note
+    (best,) = best_json(url)
+    assert any("acceptance was synthetic (0.8,0.6)" in n for n in best["notes"])

@@ -68,6 +68,11 @@ def parse_synthetic_acceptance(text: str) -> tuple[float, ...]:
     return rates
 
 
+def synthetic_text(rates: tuple[float, ...] | None) -> str | None:
+    """The rates as --synthetic-acceptance takes them, like '0.74,0.54'; None without."""
+    return ",".join(f"{r:g}" for r in rates) if rates else None
+
+
 def synthetic_fields(rates: tuple[float, ...], k: int) -> dict:
     """vLLM's fields for the synthetic sampler at k drafts; a profile shorter than k goes on
     at its last ratio (vLLM wants exactly k rates)."""

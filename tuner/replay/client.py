@@ -79,6 +79,10 @@ class RequestResult:
     # first token where a config's output leaves the baseline's.
     token_ids: tuple[int, ...] | None = None
     choices: int = 1  # the choices the stream carried (n); they are decoded side by side
+    # With ``top_logprobs`` asked (the baseline's reference pass): per generated token of the
+    # first choice, how far its log-probability stood above the runner-up's (None where the
+    # server named one candidate only). A small margin is a numeric near-tie.
+    margins: tuple[float | None, ...] | None = None
 
     @property
     def tokens_per_choice(self) -> float:
@@ -95,18 +99,29 @@ class RequestResult:
         return (self.e2e_s - self.ttft_s) / (per_choice - 1)
 
 
+def first_different_token(expected: Sequence[int], got: Sequence[int]) -> int:
+    """The index of the first token where two generations part (the shorter's length if one is
+    the other's start)."""
+    for i, (a, b) in enumerate(zip(expected, got)):
+        if a != b:
+            return i
+    return min(len(expected), len(got))
+
+
 # Request fields sent as the workload gives them (tools and response_format opaque).
 SENT_AS_CAPTURED = ("temperature", "top_p", "top_k", "seed", "n", "stop", "presence_penalty",
                     "frequency_penalty", "logprobs", "top_logprobs", "response_format", "tools",
                     "tool_choice")
 
 
-def request_body(request: Request, model: str, default_max_tokens: int) -> tuple[str, dict[str, Any]]:
+def request_body(request: Request, model: str, default_max_tokens: int,
+                 top_logprobs: int = 0) -> tuple[str, dict[str, Any]]:
     """The endpoint path and JSON body for one request.
 
     A captured ``output_tokens`` is replayed as exactly that many tokens (``ignore_eos``), as
     ``vllm bench serve`` does for datasets with output lengths, so every configuration
-    generates the same amount of text.
+    generates the same amount of text. ``top_logprobs``: ask a greedy request for that many
+    candidates per token (never in a measured replay: it costs the server time).
     """
     body: dict[str, Any] = {"model": model, "stream": True,
                             "stream_options": {"include_usage": True}}
@@ -120,6 +135,13 @@ def request_body(request: Request, model: str, default_max_tokens: int) -> tuple
             body[name] = list(value) if isinstance(value, tuple) else value
     if request.temperature == 0:
         body["return_token_ids"] = True  # a few bytes per chunk; ignored by servers without it
+        if top_logprobs:
+            # Candidates named by token id: two tokens that decode alike stay apart.
+            body["return_tokens_as_token_ids"] = True
+            if request.is_chat:
+                body["logprobs"], body["top_logprobs"] = True, top_logprobs
+            else:
+                body["logprobs"] = top_logprobs
     if request.is_chat:
         body["messages"] = list(request.messages or ())
         return "/v1/chat/completions", body
@@ -139,12 +161,29 @@ def _choice_text(choice: dict[str, Any]) -> str:
     return text
 
 
+def _top_margins(logprobs: dict[str, Any] | None) -> list[float | None]:
+    """Per token of a streamed chunk, its log-probability's lead over the runner-up: from
+    completions' ``top_logprobs`` (a dict per token) or chat's ``content`` (a list per token)."""
+    if not logprobs:
+        return []
+    if "content" in logprobs:
+        tops = [[c.get("logprob") for c in (t.get("top_logprobs") or ())] for t in logprobs["content"] or ()]
+    else:
+        tops = [list((t or {}).values()) for t in logprobs.get("top_logprobs") or ()]
+    margins: list[float | None] = []
+    for values in tops:
+        ranked = sorted((v for v in values if v is not None), reverse=True)
+        margins.append(ranked[0] - ranked[1] if len(ranked) > 1 else None)
+    return margins
+
+
 class _Choices:
     """Each choice's text digest and token ids, by ``index``."""
 
     def __init__(self) -> None:
         self.text: dict[int, Any] = {}
         self.token_ids: dict[int, list[int]] = {}
+        self.margins: list[float | None] = []  # of the first choice
 
     def add(self, choice: dict[str, Any]) -> str:
         index = choice.get("index") or 0
@@ -154,6 +193,8 @@ class _Choices:
         if piece:
             self.text[index].update(piece.encode())
         self.token_ids[index] += choice.get("token_ids") or ()
+        if index == 0:
+            self.margins += _top_margins(choice.get("logprobs"))
         return piece
 
     def digest(self) -> str:
@@ -181,9 +222,9 @@ def text_digest(texts: Sequence[str]) -> str:
 
 async def send_request(
     session: aiohttp.ClientSession, base_url: str, model: str, request: Request,
-    default_max_tokens: int, t0: float,
+    default_max_tokens: int, t0: float, top_logprobs: int = 0,
 ) -> RequestResult:
-    path, body = request_body(request, model, default_max_tokens)
+    path, body = request_body(request, model, default_max_tokens, top_logprobs)
     sent = time.perf_counter()
     ttft: float | None = None
     usage: dict[str, Any] | None = None
@@ -229,6 +270,7 @@ async def send_request(
         text_digest=choices.digest(), greedy=request.temperature == 0,
         token_ids=tuple(ids) if (ids := choices.all_token_ids()) else None,
         choices=max(1, len(choices.text)),
+        margins=tuple(choices.margins) if choices.margins else None,
     )
 
 
@@ -248,7 +290,7 @@ def start_offsets(requests: Sequence[Request], load: LoadSpec) -> list[float]:
 async def _replay(
     base_url: str, model: str, requests: Sequence[Request], load: LoadSpec,
     request_timeout_s: float, default_max_tokens: int,
-    on_result: Callable[[RequestResult], None] | None,
+    on_result: Callable[[RequestResult], None] | None, top_logprobs: int = 0,
 ) -> tuple[list[RequestResult], float]:
     results: list[RequestResult | None] = [None] * len(requests)
     timeout = aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=30.0)
@@ -258,7 +300,7 @@ async def _replay(
 
         async def run(index: int) -> None:
             result = await send_request(client, base_url, model, requests[index],
-                                        default_max_tokens, t0)
+                                        default_max_tokens, t0, top_logprobs)
             results[index] = result
             if on_result:
                 on_result(result)
@@ -284,8 +326,9 @@ async def _replay(
 def replay(
     base_url: str, model: str, requests: Sequence[Request], load: LoadSpec, *,
     request_timeout_s: float = 600.0, default_max_tokens: int = 128,
-    on_result: Callable[[RequestResult], None] | None = None,
+    on_result: Callable[[RequestResult], None] | None = None, top_logprobs: int = 0,
 ) -> tuple[list[RequestResult], float]:
-    """Send ``requests`` with the given load; returns every request's result and the wall time."""
+    """Send ``requests`` with the given load; returns every request's result and the wall time.
+    ``top_logprobs``: greedy requests also ask for that many candidates per token."""
     return asyncio.run(_replay(base_url, model, requests, load, request_timeout_s,
-                               default_max_tokens, on_result))
+                               default_max_tokens, on_result, top_logprobs))

@@ -93,7 +93,7 @@ def eligible(t: TrialRow, slos: Sequence[Slo], max_output_change: float | None) 
     """Meets every latency target and kept greedy output (``max_output_change`` None: any change
     is allowed, ``--allow-output-change``)."""
     return feasible(t, slos) and (max_output_change is None
-                                  or not output_changed(t.greedy_match_rate, max_output_change))
+                                  or not output_changed(t.greedy_change_rate, max_output_change))
 
 
 def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE, slos: Sequence[Slo] = (),

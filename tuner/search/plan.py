@@ -41,6 +41,7 @@ from tuner.errors import UsageError
 from tuner.replay import LoadSpec
 from tuner.search.answer import DEFAULT_NOISE
 from tuner.search.checks import check_loads, check_space
+from tuner.search.output_check import NEAR_TIE_MARGIN
 from tuner.search.slo import parse_slos
 from tuner.search.space import (DEFAULT_KS, SearchSpace, block_ks, drafts_by_method, parse_ks,
                                 parse_lookup, proposal_ks)
@@ -52,7 +53,7 @@ from tuner.worker_processes import local_gpu_sets
 from tuner.workload import Workload, load_workload
 
 KEYS = {
-    "": {"trials", "noise", "strategy", "slo", "max_output_change", "allow_output_change",
+    "": {"trials", "noise", "strategy", "slo", "max_output_change", "allow_output_change", "near_tie_margin",
          "space", "server", "load"},
     "space": {"methods", "k", "ngram_lookup", "fixed_k", "drafts"},
     "server": {"cmd", "args", "deploy_args"},
@@ -140,6 +141,7 @@ SHAPES: dict[tuple[str, str], tuple[tuple, str]] = {
     ("", "slo"): (("strs",), 'a list like ["tpot_p99_ms<=40"]'),
     ("", "max_output_change"): ((float, int), "a share like 0.02"),
     ("", "allow_output_change"): ((bool,), "true or false"),
+    ("", "near_tie_margin"): ((float, int), "a log-probability gap like 0.1"),
     ("space", "methods"): (("strs",), 'a list like ["ngram", "draft_model"]'),
     ("space", "k"): ((str, "nums", int), 'a string like "1-6" or a list like [1, 2, 4]'),
     ("space", "ngram_lookup"): (("strs",), 'a list like ["2-4"]'),
@@ -170,6 +172,7 @@ def plan_study(
     strategy: str | None = None, slos: list[str] | None = None, warm_start: bool = True,
     name: str | None = None, join: bool = False, deploy_args: list[str] | None = None,
     max_output_change: float | None = None, allow_output_change: bool | None = None,
+    near_tie_margin: float | None = None,
 ) -> StudyPlan:
     """Flags win over the study file; the file wins over the defaults. Deploy arguments are
     server arguments too: the server of every trial gets them, after the others."""
@@ -207,6 +210,8 @@ def plan_study(
                                 else study.get("max_output_change", 0.0)),
         allow_output_change=bool(allow_output_change if allow_output_change is not None
                                  else study.get("allow_output_change", False)),
+        near_tie_margin=float(near_tie_margin if near_tie_margin is not None
+                              else study.get("near_tie_margin", NEAR_TIE_MARGIN)),
         deploy_args=tuple(deploy := list(deploy_args or server_cfg.get("deploy_args", []))),
     )
     return StudyPlan(space, loads, server_cmd or server_cfg.get("cmd"),

@@ -25,10 +25,11 @@ from optuna.trial import TrialState
 
 from tuner.engine import SpecConfig
 from tuner.engine.installed import gpu_name
+from tuner.engine.server import synthetic_text
 from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
 from tuner.search.answer import DEFAULT_NOISE, Answer, choose
-from tuner.search.output_check import BaselineOutputs, compare_outputs, output_changed, worst
+from tuner.search.output_check import NEAR_TIE_MARGIN, BaselineOutputs, compare_outputs, output_changed, worst
 from tuner.search.guided import DEFAULT_Z, key_of, observation
 from tuner.search.proposers import Proposer, QueueProposer, SamplerProposer, guided_proposer, to_rerun
 from tuner.search.predict import Observation
@@ -66,6 +67,9 @@ class OptimizeSettings:
     # allow_output_change: chosen whatever it changed, with a warning.
     max_output_change: float = 0.0
     allow_output_change: bool = False
+    # A divergence where the baseline's top two candidates were closer than this in
+    # log-probability is a numeric near-tie, not a change (tuner/search/output_check.py).
+    near_tie_margin: float = NEAR_TIE_MARGIN
     # Server arguments of production, kept in the answer's `vllm serve` line (--deploy-arg).
     deploy_args: tuple[str, ...] = ()
 
@@ -76,6 +80,9 @@ class OptimizeSettings:
             raise UsageError(f"--trials must be >= 1, got {self.trials}")
         if not 0 <= self.max_output_change <= 1:
             raise UsageError(f"--max-output-change must be between 0 and 1, got {self.max_output_change}")
+        if self.near_tie_margin < 0:
+            raise UsageError(f"--near-tie-margin must be >= 0 (0: every divergence is a change), "
+                             f"got {self.near_tie_margin}")
 
     @property
     def output_rule(self) -> float | None:
@@ -238,7 +245,8 @@ def optimize(
         host=platform.node(), gpu_name=gpu_name(), deploy_args=list(options.deploy_args))
     store.set_run_fields(run_id, strategy=options.strategy, slos=[s.text for s in options.slos] or None,
                          max_output_change=options.max_output_change,
-                         allow_output_change=options.allow_output_change)
+                         allow_output_change=options.allow_output_change,
+                         synthetic_acceptance=synthetic_text(settings.server.synthetic_acceptance))
     if on_ready is not None:
         on_ready()
     vllm_version, duplicates, status, restarts = None, 0, "interrupted", 0
@@ -313,7 +321,7 @@ def _k_by_batch_size(name: str, model: str, workload: Workload, settings: Measur
     measured = None
     if k_by_batch_size is not None and k_by_batch_size.config() is not None:
         measured = _measure_k_by_batch_size(k_by_batch_size, name, model, workload, settings, store,
-                                            run_id, progress, measure, options.noise)
+                                            run_id, progress, measure, options.noise, options.near_tie_margin)
     store.set_run_fields(run_id, k_by_batch_size=_k_by_batch_size_record(k_by_batch_size, measured, single))
     return k_by_batch_size, measured, single
 
@@ -342,7 +350,8 @@ def _k_by_batch_size_record(k_by_batch_size: KByBatchSize | None, rows: list[Tri
 
 def _measure_k_by_batch_size(k_by_batch_size: KByBatchSize, name: str, model: str, workload: Workload,
                              settings: MeasureSettings, store: ResultStore, run_id: int,
-                             progress: StudyProgress, measure, noise: float) -> list[TrialRow] | None:
+                             progress: StudyProgress, measure, noise: float,
+                             near_tie_margin: float = NEAR_TIE_MARGIN) -> list[TrialRow] | None:
     """The k by batch size on the real server at every load, stored as a trial of kind
     'k_by_batch_size'."""
     spec = SpecConfig.from_vllm(k_by_batch_size.config())
@@ -357,7 +366,7 @@ def _measure_k_by_batch_size(k_by_batch_size: KByBatchSize, name: str, model: st
     except TunerError as exc:
         store.end_trial(trial_id, "failed", str(exc), getattr(exc, "log_path", None) and str(exc.log_path))
         return None
-    _store_measurements(store, trial_id, name, measurements, noise)
+    _store_measurements(store, trial_id, name, measurements, noise, near_tie_margin=near_tie_margin)
     return [r for r in store.trials(study_name=name) if r.kind == "k_by_batch_size"][-len(measurements):]
 
 
@@ -396,7 +405,7 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
                         str(log_path) if log_path else None)
         return None
     changed_output = _store_measurements(store, trial_id, study.study_name, measurements, options.noise,
-                                         options.output_rule)
+                                         options.output_rule, options.near_tie_margin)
     failed = [m.summary for m in measurements if m.summary.failed > MAX_ERROR_RATE * m.summary.requests]
     if failed:
         s = failed[0]
@@ -444,15 +453,18 @@ def _check_not_taken_over(study: optuna.Study, trial: optuna.Trial) -> None:
 
 
 def _store_measurements(store: ResultStore, trial_id: int, name: str, measurements: Sequence[Measurement],
-                        noise: float, output_rule: float | None = 0.0) -> bool:
+                        noise: float, output_rule: float | None = 0.0,
+                        near_tie_margin: float = NEAR_TIE_MARGIN) -> bool:
     """Store each load's figures with every run's greedy output checked against the baseline's;
-    returns whether the output changed beyond ``output_rule`` at some load."""
+    returns whether the output really changed (near-ties aside) beyond ``output_rule`` at some load."""
     stored = store.baseline_outputs(name) if measurements and measurements[0].spec is not None else None
     baseline = BaselineOutputs(*stored) if stored else None
     changed = False
     for m in measurements:
-        checks = [compare_outputs(baseline, run.requests) if baseline else None for run in m.runs]
+        checks = [compare_outputs(baseline, run.requests, near_tie_margin) if baseline else None
+                  for run in m.runs]
         trial_check = worst(checks)
-        changed |= output_rule is not None and output_changed(trial_check[0], output_rule)
+        changed |= (output_rule is not None and trial_check is not None
+                    and output_changed(trial_check.change_rate, output_rule))
         store.complete_trial(trial_id, m, checks, trial_check, noise)
     return changed

@@ -42,6 +42,7 @@ class StudyRules:
     server_args: tuple[str, ...] = ()
     deploy_args: tuple[str, ...] = ()
     k_by_batch_size: dict[str, Any] | None = None  # the stored k-by-batch-size schedule record
+    synthetic_acceptance: str | None = None  # the rates drafts were accepted at, whatever the target said
 
     @classmethod
     def from_stored(cls, stored: dict[str, Any] | None) -> StudyRules:
@@ -49,7 +50,8 @@ class StudyRules:
             return cls()
         allowed = None if stored.get("allow_output_change") else (stored.get("max_output_change") or 0.0)
         return cls(parse_slos(stored.get("slos") or []), allowed, tuple(stored.get("server_args") or ()),
-                   tuple(stored.get("deploy_args") or ()), stored.get("k_by_batch_size"))
+                   tuple(stored.get("deploy_args") or ()), stored.get("k_by_batch_size"),
+                   stored.get("synthetic_acceptance"))
 
 
 @dataclass(frozen=True)
@@ -109,12 +111,23 @@ def _notes(answers: dict[str, Answer], shown: Sequence[TrialRow], rules: StudyRu
     for answer in answers.values():
         for r in answer.output_changed:
             notes.append(f"{r.label} was not chosen at {r.load}: its greedy output differed from the "
-                         f"baseline's on {1 - r.greedy_match_rate:.0%} of requests"
-                         f"{divergence_text(r.first_divergence)}; --allow-output-change to allow it")
+                         f"baseline's on {r.greedy_change_rate:.0%} of requests beyond numeric near-ties"
+                         f"{divergence_text(r.first_divergence, r.greedy_near_tie_rate)}; "
+                         "--allow-output-change to allow it")
     for r in shown:
-        if rules.max_output_change is None and r.greedy_match_rate is not None and r.greedy_match_rate < 1:
+        if r.greedy_near_tie_rate and not r.greedy_change_rate:
+            notes.append(f"{r.label} differed from the baseline at {r.load} only at numeric near-ties "
+                         f"(the baseline's top two candidates close in log-probability, --near-tie-margin) "
+                         f"on {r.greedy_near_tie_rate:.0%} of requests{divergence_text(r.first_divergence)}; "
+                         "not counted as a change")
+        elif rules.max_output_change is None and r.greedy_match_rate is not None and r.greedy_match_rate < 1:
+            # Under synthetic acceptance the output check does not apply: say why, not a flag
+            # the user never gave.
+            why = (f"not compared: acceptance was synthetic ({rules.synthetic_acceptance}), so vLLM "
+                   "accepted drafts at those rates whatever the target said"
+                   if rules.synthetic_acceptance else "allowed by --allow-output-change")
             notes.append(f"{r.label} changed greedy output at {r.load} on {1 - r.greedy_match_rate:.0%} "
-                         f"of requests{divergence_text(r.first_divergence)} (allowed by --allow-output-change)")
+                         f"of requests{divergence_text(r.first_divergence)} ({why})")
     for r in [*shown, *(a.baseline for a in answers.values())]:
         if r.marks:
             what = "; its latency figures are not compared" if any(m in LATENCY_MARKS for m in r.marks) else ""

@@ -65,6 +65,9 @@ class StudyRun(Base):
     # (None: 0); allow_output_change: chosen whatever it changed.
     max_output_change: Mapped[float | None] = mapped_column(Float)
     allow_output_change: Mapped[bool | None] = mapped_column(Boolean)
+    # --synthetic-acceptance, like "0.74,0.54": vLLM accepted drafts at these rates, whatever the
+    # target said, so greedy output was not expected to match the baseline's.
+    synthetic_acceptance: Mapped[str | None] = mapped_column(String(200))
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -142,9 +145,12 @@ class TrialMetrics(Base):
     tokens_per_s_ci_high: Mapped[float | None] = mapped_column(Float)
     # Share of greedy (temperature 0) requests whose text equals the baseline's, in the worst of
     # the trial's runs; None for the baseline itself or without greedy requests. Below 1, the
-    # config changed greedy output; first_divergence: where, {"run", "request", "token"}.
+    # config changed greedy output; first_divergence: where, {"run", "request", "token", "margin",
+    # "near_tie"}. greedy_near_tie_rate: the share that differ only where the baseline's top two
+    # candidates were within the near-tie margin (tuner/search/output_check.py).
     greedy_match_rate: Mapped[float | None] = mapped_column(Float)
     first_divergence: Mapped[dict | None] = mapped_column(JSON)
+    greedy_near_tie_rate: Mapped[float | None] = mapped_column(Float)
     # Why figures cannot be trusted (tuner.trust): the median run's marks, and repeats disagreeing.
     marks: Mapped[list | None] = mapped_column(JSON)
     # The median run's server-side means (vLLM's histograms), the cross-check of the client's.
@@ -178,8 +184,12 @@ class TrialRun(Base):
     # request id -> generated token ids of greedy requests: kept for baseline runs only, the
     # reference the first diverging token of other configs is located against.
     output_token_ids: Mapped[dict | None] = mapped_column(JSON)
+    # Baseline runs only: request id -> per token, the lead of its log-probability over the
+    # runner-up's (vLLM's top-2 logprobs, from a pass after the measured replays).
+    output_margins: Mapped[dict | None] = mapped_column(JSON)
     greedy_match_rate: Mapped[float | None] = mapped_column(Float)
     first_divergence: Mapped[dict | None] = mapped_column(JSON)
+    greedy_near_tie_rate: Mapped[float | None] = mapped_column(Float)
     marks: Mapped[list | None] = mapped_column(JSON)
     remeasured: Mapped[list | None] = mapped_column(JSON)  # marks of the replay this one replaced
     server_tpot_mean_s: Mapped[float | None] = mapped_column(Float)

@@ -48,6 +48,7 @@ class TrialRow:
     tokens_per_s_mad: float | None = None
     tokens_per_s_ci: tuple[float, float] | None = None
     greedy_match_rate: float | None = None
+    greedy_near_tie_rate: float | None = None  # differ only at a near-tie of the baseline's
     ttft_p99_s: float | None = None
     tpot_p99_s: float | None = None
     e2e_p99_s: float | None = None
@@ -65,6 +66,14 @@ class TrialRow:
     trial_s: float | None = None  # the whole trial: start, warm-up, replays, /metrics, stop
     drafts: int | None = None  # from /metrics over the replay: draft_tokens / drafts = k applied
     draft_tokens: int | None = None
+
+    @property
+    def greedy_change_rate(self) -> float | None:
+        """The share of greedy requests really changed: differing from the baseline's, and not
+        only at a near-tie of the baseline's (None: not compared)."""
+        if self.greedy_match_rate is None:
+            return None
+        return max(0.0, 1 - self.greedy_match_rate - (self.greedy_near_tie_rate or 0.0))
 
     @property
     def start_share(self) -> float | None:
@@ -145,12 +154,11 @@ class ResultStore:
                 setattr(run, name, value)
 
     def complete_trial(self, trial_id: int, m: Measurement, checks: Sequence[Any] | None = None,
-                       worst_check: tuple[float | None, dict | None] = (None, None),
-                       noise: float = 0.05) -> None:
+                       worst_check: Any | None = None, noise: float = 0.05) -> None:
         """Store every run, and the trial's figures at ``m.load``: the median run's, with the
         spread of tokens/s. A trial over several loads calls this once per load. ``checks``:
-        each run's greedy-output check against the baseline (``match_rate``,
-        ``first_divergence``); ``worst_check``: the trial's figure from them."""
+        each run's greedy-output check against the baseline (an ``OutputCheck``: ``match_rate``,
+        ``near_tie_rate``, ``first_divergence``); ``worst_check``: the trial's figure from them."""
         s, a, tps = m.summary, m.acceptance, m.tokens_per_s
         median_run = m.median_run
         server = median_run.server_latency
@@ -180,8 +188,11 @@ class ResultStore:
                 accepted_tokens=a.accepted_tokens if a else None,
                 server_generation_tokens=median_run.server_generation_tokens,
                 repeats=tps.n, tokens_per_s_mad=tps.mad, tokens_per_s_ci_low=tps.ci_low,
-                tokens_per_s_ci_high=tps.ci_high, greedy_match_rate=worst_check[0],
-                first_divergence=worst_check[1], marks=list(m.marks(noise)) or None,
+                tokens_per_s_ci_high=tps.ci_high,
+                greedy_match_rate=worst_check.match_rate if worst_check else None,
+                greedy_near_tie_rate=worst_check.near_tie_rate if worst_check else None,
+                first_divergence=worst_check.first_divergence if worst_check else None,
+                marks=list(m.marks(noise)) or None,
                 server_ttft_mean_s=server.ttft_mean_s if server else None,
                 server_tpot_mean_s=server.tpot_mean_s if server else None,
                 server_e2e_mean_s=server.e2e_mean_s if server else None,
@@ -200,15 +211,20 @@ class ResultStore:
                                     if r.ok and r.greedy and r.text_digest},
                     output_token_ids={r.request_id: list(r.token_ids) for r in run.requests
                                       if r.ok and r.greedy and r.token_ids} if m.spec is None else None,
+                    # The reference pass's margins belong to the first run's tokens.
+                    output_margins=m.reference_margins if m.spec is None and run is m.runs[0] else None,
                     greedy_match_rate=check.match_rate if check else None,
+                    greedy_near_tie_rate=check.near_tie_rate if check else None,
                     first_divergence=check.first_divergence if check else None,
                     marks=list(run.marks) or None, remeasured=list(run.remeasured) or None,
                     server_tpot_mean_s=run.server_latency.tpot_mean_s if run.server_latency else None,
                 ))
 
-    def baseline_outputs(self, study_name: str) -> tuple[dict[str, str], dict[str, list[int]]] | None:
+    def baseline_outputs(self, study_name: str) -> tuple[dict[str, str], dict[str, list[int]],
+                                                         dict[str, list[float | None]]] | None:
         """Greedy outputs of the study's completed baseline (its first run), if any: request id
-        -> text digest, and request id -> token ids."""
+        -> text digest, request id -> token ids, and request id -> per-token margins of the
+        baseline's top two candidates (empty where they were not recorded)."""
         query = (select(TrialRun).join(TrialRecord).join(StudyRun)
                  .where(StudyRun.study_name == study_name, TrialRecord.status == "complete",
                         TrialRun.repeat == 0)
@@ -218,7 +234,8 @@ class ResultStore:
             # A JSON null is not SQL NULL, so the baseline (config None) is picked here.
             for run in session.scalars(query):
                 if run.trial.config is None:
-                    return dict(run.output_digests), dict(run.output_token_ids or {})
+                    return (dict(run.output_digests), dict(run.output_token_ids or {}),
+                            dict(run.output_margins or {}))
         return None
 
     def mark_stale_running(self, study_name: str) -> int:
@@ -288,7 +305,8 @@ class ResultStore:
         return {"slos": run.slos, "k_by_batch_size": run.k_by_batch_size,
                 "server_args": list(run.server_args), "deploy_args": list(run.deploy_args or []),
                 "max_output_change": run.max_output_change,
-                "allow_output_change": bool(run.allow_output_change)}
+                "allow_output_change": bool(run.allow_output_change),
+                "synthetic_acceptance": run.synthetic_acceptance}
 
     def study_rules(self) -> dict[str, dict[str, Any]]:
         """Study name -> the latest run's targets, k by batch size, server and deploy arguments and
@@ -339,6 +357,7 @@ class ResultStore:
             tokens_per_s_ci=(m.tokens_per_s_ci_low, m.tokens_per_s_ci_high)
             if m and m.tokens_per_s_ci_low is not None else None,
             greedy_match_rate=m.greedy_match_rate if m else None,
+            greedy_near_tie_rate=m.greedy_near_tie_rate if m else None,
             ttft_p99_s=m.ttft_p99_s if m else None, tpot_p99_s=m.tpot_p99_s if m else None,
             e2e_p99_s=m.e2e_p99_s if m else None, kind=t.kind,
             predicted_tokens_per_s=t.predicted_tokens_per_s, predicted_sigma=t.predicted_sigma,
