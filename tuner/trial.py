@@ -24,7 +24,7 @@ from tuner.errors import MetricsError, ServerDiedError, TunerError, UsageError
 from tuner.metrics import Acceptance, ServerLatency, acceptance_between, latency_between, scrape_counters
 from tuner.replay import LoadSpec, ReplaySummary, RequestResult, first_different_token, replay, summarize
 from tuner.stats import RepeatStats, repeat_stats
-from tuner.trust import REMEASURABLE, REPEATS_DISAGREE, repeats_disagree, run_marks
+from tuner.trust import REMEASURABLE, REPEATS_DISAGREE, repeats_disagree, run_marks, still_client_bound
 from tuner.workload import Workload
 
 
@@ -312,13 +312,15 @@ def _reference_margins(server: VllmServer, model: str, workload: Workload, setti
 def _aligned(margins: dict[str, tuple[tuple[int, ...], tuple[float | None, ...]]],
              measured: Sequence[RequestResult]) -> dict[str, list[float | None]]:
     """Margins for the measured run's own tokens: as far as the reference pass generated the same
-    ones (a baseline can itself flip a near-tie between two passes)."""
+    ones, and at the token where the two passes part (a baseline can itself flip a near-tie
+    between two passes; up to that token both saw the same prefix, so its lead there is the one
+    that decided, and it is the near-tie a drafter would flip too)."""
     out = {}
     for r in measured:
         if r.request_id in margins and r.token_ids:
             ids, lead = margins[r.request_id]
             same = first_different_token(ids, r.token_ids)
-            out[r.request_id] = [None if m is None else round(m, 4) for m in lead[:same]]
+            out[r.request_id] = [None if m is None else round(m, 4) for m in lead[:same + 1]]
     return out
 
 
@@ -356,8 +358,8 @@ def _replays(server: VllmServer, model: str, spec: SpecConfig | None, workload: 
         if (retry := tuple(m for m in run.marks if m in REMEASURABLE)) and not run.summary.failed:
             progress.phase(f"replaying once more: {', '.join(retry)}")
             _reset_prefix_cache(server)
-            run = replace(_replay_once(server, model, spec, workload, load, settings, progress, repeat,
-                                       f"{label} again"), remeasured=retry)
+            again = _replay_once(server, model, spec, workload, load, settings, progress, repeat, f"{label} again")
+            run = replace(again, remeasured=retry, marks=still_client_bound(again.marks))
         runs.append(run)
     return runs
 

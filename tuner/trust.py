@@ -7,6 +7,11 @@ marked latency is never turned into a percentage. The marks:
   near e2e), so its TPOT and TTFT say when the client read the socket, not when the server
   produced the tokens. A busy host does this: the client's event loop stalls. The
   server's own per-request histograms (``/metrics``) are the cross-check.
+- client lagged the server: the client's median TTFT or e2e is far above the server's own
+  median for the same requests (seen: 427 ms against 22 ms on a busy 2-core host). The client
+  waited on its own CPU, not on the server.
+- tokens/s bound by the client: a replay still lagging or coalesced after it was replayed once
+  more. Its tokens/s says how fast this client read, not how fast the server served.
 - token count: the client's output tokens (from the usage reports) disagree with the server's
   generation-token counter over the same window: requests the client did not see end, or
   traffic that was not the replay's.
@@ -15,6 +20,7 @@ marked latency is never turned into a percentage. The marks:
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 
@@ -23,15 +29,22 @@ from tuner.replay import ReplaySummary, RequestResult
 from tuner.stats import mad
 
 COALESCED = "coalesced stream"
+CLIENT_LAG = "client lagged the server"
+CLIENT_BOUND = "tokens/s bound by the client"
 TOKEN_COUNT = "token count disagrees with the server"
 REPEATS_DISAGREE = "repeats disagree"
 # Marks of one replay that another replay on the same server can clear (a stall, stray traffic).
-REMEASURABLE = (COALESCED, TOKEN_COUNT)
-LATENCY_MARKS = (COALESCED,)
+REMEASURABLE = (COALESCED, CLIENT_LAG, TOKEN_COUNT)
+LATENCY_MARKS = (COALESCED, CLIENT_LAG, CLIENT_BOUND)
+CLIENT_MARKS = (COALESCED, CLIENT_LAG)  # the client, not the server, set the pace
 
 MIN_TOKENS = 8  # a burst of fewer tokens is what a fast server sends anyway
 BURST_SHARE = 0.02  # decode time under 2 % of a request's e2e counts as one burst
 TOKEN_TOLERANCE = 0.01
+# The client lags when its median is above twice the upper edge of the server's median bucket
+# plus this much (HTTP, detokenizing and streaming add a few ms, not tens).
+LAG_FACTOR = 2.0
+LAG_SLACK_S = 0.05
 
 
 def _burst(r: RequestResult) -> bool:
@@ -39,21 +52,34 @@ def _burst(r: RequestResult) -> bool:
             and (r.e2e_s - r.ttft_s) < BURST_SHARE * r.e2e_s)
 
 
-def coalesced(summary: ReplaySummary, requests: Sequence[RequestResult],
-              server: ServerLatency | None) -> bool:
-    """The client's TPOT is under a quarter of the server's own mean TPOT, or (without the
-    server's figure) half the multi-token requests arrived in one burst."""
-    if server is not None and server.tpot_mean_s and summary.tpot is not None:
-        return summary.tpot.mean < 0.25 * server.tpot_mean_s
+def coalesced(requests: Sequence[RequestResult], summary: ReplaySummary, server: ServerLatency | None) -> bool:
+    """Half the multi-token requests arrived in one burst (judged per request), or the client's
+    median TPOT is under a quarter of the lower edge of the server's median bucket."""
     long = [r for r in requests if r.ok and r.output_tokens >= MIN_TOKENS]
-    return bool(long) and sum(_burst(r) for r in long) >= 0.5 * len(long)
+    if long and sum(_burst(r) for r in long) >= 0.5 * len(long):
+        return True
+    bounds = server.median_bounds.get("tpot") if server is not None else None
+    return bool(bounds and summary.tpot is not None and summary.tpot.p50 < 0.25 * bounds[0])
+
+
+def client_lagged(summary: ReplaySummary, server: ServerLatency | None) -> bool:
+    """The client's median TTFT or e2e is above LAG_FACTOR times the upper edge of the server's
+    median bucket for the same requests, plus LAG_SLACK_S."""
+    for key, client in (("ttft", summary.ttft), ("e2e", summary.e2e)):
+        bounds = server.median_bounds.get(key) if server is not None else None
+        if client is not None and bounds and math.isfinite(bounds[1]) and (
+                client.p50 > LAG_FACTOR * bounds[1] + LAG_SLACK_S):
+            return True
+    return False
 
 
 def run_marks(summary: ReplaySummary, requests: Sequence[RequestResult], server: ServerLatency | None,
               server_generation_tokens: int) -> tuple[str, ...]:
     marks = []
-    if coalesced(summary, requests, server):
+    if coalesced(requests, summary, server):
         marks.append(COALESCED)
+    if client_lagged(summary, server):
+        marks.append(CLIENT_LAG)
     # Failed requests may have generated tokens the client never got a usage report for.
     if summary.failed == 0 and summary.output_tokens and server_generation_tokens >= 0 and (
             abs(server_generation_tokens - summary.output_tokens) > TOKEN_TOLERANCE * summary.output_tokens):
@@ -67,6 +93,12 @@ def repeats_disagree(tokens_per_s: Sequence[float], noise: float) -> bool:
         return False
     median = statistics.median(tokens_per_s)
     return median > 0 and mad(tokens_per_s) / median > noise
+
+
+def still_client_bound(marks: Sequence[str]) -> tuple[str, ...]:
+    """A replay replayed once more for a client mark that it still carries: its tokens/s is the
+    client's pace too."""
+    return (*marks, CLIENT_BOUND) if any(m in CLIENT_MARKS for m in marks) else tuple(marks)
 
 
 def latency_trusted(marks: Sequence[str] | None) -> bool:

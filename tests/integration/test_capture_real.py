@@ -22,7 +22,8 @@ import pytest
 from tuner.engine import ServerOptions
 from tuner.engine.server import VllmServer, free_port, port_is_free
 from tuner.replay import LoadSpec
-from tuner.replay.client import replay, text_digest
+from tuner.replay.client import first_different_token, replay, text_digest
+from tuner.search.output_check import NEAR_TIE_MARGIN
 from tuner.workload import load_workload
 
 pytestmark = pytest.mark.integration
@@ -111,13 +112,24 @@ def test_a_replay_through_capture_is_recorded_and_replays_the_same(server: VllmS
     assert arrivals[0] == 0.0 and arrivals == sorted(arrivals)
 
     # Replaying the captured file reproduces the request count, the prompts and the lengths.
-    again, _ = replay(server.base_url, server.model, captured.requests, LoadSpec(concurrency=3))
+    again, _ = replay(server.base_url, server.model, captured.requests, LoadSpec(concurrency=3), top_logprobs=2)
     assert len(again) == len(sent) and all(r.ok for r in again)
-    digests = {r.request_id: r for r in results}
     for request, result in zip(captured.requests, again):
         assert result.output_tokens == request.output_tokens
-    # Greedy requests generate the same text from the captured file as from the original.
-    assert sorted(r.text_digest for r in again) == sorted(r.text_digest for r in digests.values())
+    # Greedy requests generate the same text from the captured file as from the original, up to
+    # a numeric near-tie: the tiny target has exact ties between its top two tokens, which the
+    # batches of concurrency 3 (never the same twice) break either way (seen in CI).
+    first = {r.request_id: r for r in results}
+    same = 0
+    for request, result in zip(captured.requests, again):
+        original = first[by_text[json.dumps(sent_text(request))].label]
+        if result.text_digest == original.text_digest:
+            same += 1
+            continue
+        token = first_different_token(original.token_ids, result.token_ids)
+        assert result.margins[token] is not None and result.margins[token] < NEAR_TIE_MARGIN, \
+            (request.label, token, result.margins[max(0, token - 2):token + 2])
+    assert same >= len(sent) // 2, same  # ties are the exception, not the rule
 
 
 def _stream(url: str, path: str, body: dict) -> list[str]:

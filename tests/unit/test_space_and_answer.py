@@ -139,6 +139,19 @@ def test_a_divergence_at_the_baselines_own_near_tie_is_not_a_change():
     assert strict.near_tie_rate == 0 and strict.change_rate == 0.5
 
 
+def test_the_reference_pass_keeps_its_lead_where_it_parts_from_the_measured_run():
+    """The baseline's own reference pass can flip a tie the measured run took the other way: its
+    margins hold up to and at the token where the two part (the same prefix led there), and none
+    after it. Seen in CI: the demo's code-10 tie at token 3 was lost and counted as a change."""
+    from tuner.replay import RequestResult
+    from tuner.trial import _aligned
+
+    measured = [RequestResult("a", 0.0, ok=True, token_ids=(1, 2, 3, 4, 5)),
+                RequestResult("b", 0.0, ok=True, token_ids=(1, 2))]
+    reference = {"a": ((1, 2, 3, 9, 8), (2.0, 1.5, 1.0, 0.0, 0.7)), "b": ((1, 2), (0.5, None))}
+    assert _aligned(reference, measured) == {"a": [2.0, 1.5, 1.0, 0.0], "b": [0.5, None]}
+
+
 def test_top_two_margins_are_read_from_completion_and_chat_chunks():
     from tuner.replay.client import _top_margins
 

@@ -23,7 +23,7 @@ from tuner.search import SearchSpace, optimize
 from tuner.search.plan import plan_study
 from tuner.store import ResultStore, open_database, optuna_storage
 from tuner.trial import MeasureSettings
-from tuner.trust import COALESCED, run_marks
+from tuner.trust import CLIENT_BOUND, CLIENT_LAG, COALESCED, run_marks
 from tuner.web import create_app
 from tuner.workload import Request, Workload
 
@@ -166,6 +166,85 @@ def test_a_marked_replay_is_replayed_once_and_the_new_one_kept(monkeypatch):
     monkeypatch.setattr(trial_module, "_reset_prefix_cache", lambda server: None)
     (kept,) = trial_module._replays(None, "m", None, None, None, MeasureSettings(), Quiet())
     assert kept.marks == () and kept.remeasured == (COALESCED,) and not replays
+
+
+# vLLM's own bucket bounds (seconds) for TTFT and e2e.
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+
+
+def histogram_text(name: str, bounds: tuple[float, ...], observations: list[float]) -> str:
+    lines = [f'{name}_bucket{{engine="0",le="{le}"}} {sum(o <= le for o in observations)}' for le in bounds]
+    lines.append(f'{name}_bucket{{engine="0",le="+Inf"}} {len(observations)}')
+    lines.append(f'{name}_sum{{engine="0"}} {sum(observations)}')
+    lines.append(f'{name}_count{{engine="0"}} {len(observations)}')
+    return "\n".join(lines) + "\n"
+
+
+def server_window(ttft: list[float], e2e: list[float]):
+    empty = parse_counters(histogram_text("vllm:time_to_first_token_seconds", TTFT_BUCKETS, [])
+                           + histogram_text("vllm:e2e_request_latency_seconds", E2E_BUCKETS, []))
+    after = parse_counters(histogram_text("vllm:time_to_first_token_seconds", TTFT_BUCKETS, ttft)
+                           + histogram_text("vllm:e2e_request_latency_seconds", E2E_BUCKETS, e2e))
+    return latency_between(empty, after)
+
+
+def client_run(ttft_s: float, e2e_s: float) -> list[RequestResult]:
+    return [RequestResult(f"r{i}", 0.1 * i, ok=True, ttft_s=ttft_s + 0.001 * i, e2e_s=e2e_s + 0.001 * i,
+                          output_tokens=64, greedy=False) for i in range(16)]
+
+
+def test_a_client_far_behind_the_servers_own_medians_is_marked():
+    """The demo on a busy 2-core host: the client's TTFT p50 was 427 ms while the server's own
+    histograms put the same requests' TTFT at 22 ms (a mean, which a few stragglers pull up: the
+    server's median bucket is the check)."""
+    server = server_window([0.018] * 12 + [0.06] * 4, [0.6] * 16)
+    assert server.median_bounds["ttft"] == (0.01, 0.02) and server.median_bounds["e2e"] == (0.5, 0.8)
+    lagging = client_run(ttft_s=0.427, e2e_s=1.0)
+    assert run_marks(summarize(lagging, 2.0), lagging, server, -1) == (CLIENT_LAG,)
+    # A client a few ms behind (HTTP, detokenizing) is the normal case: no mark.
+    keeping_up = client_run(ttft_s=0.025, e2e_s=0.62)
+    assert run_marks(summarize(keeping_up, 2.0), keeping_up, server, -1) == ()
+    # Only the e2e lagging tells too; without the server's buckets nothing is judged on them.
+    late = client_run(ttft_s=0.03, e2e_s=1.9)
+    assert run_marks(summarize(late, 2.0), late, server, -1) == (CLIENT_LAG,)
+    assert run_marks(summarize(lagging, 2.0), lagging, None, -1) == ()
+
+
+def test_a_client_still_lagging_when_replayed_once_more_is_bound_and_said_once(study, monkeypatch):
+    from tuner import trial as trial_module
+
+    def run_result(marks):
+        return replace(fake_measurement(None, 100.0).runs[0], marks=marks)
+
+    replays = [run_result((CLIENT_LAG,)), run_result((CLIENT_LAG,))]
+    monkeypatch.setattr(trial_module, "_replay_once", lambda *a: replays.pop(0))
+    monkeypatch.setattr(trial_module, "_reset_prefix_cache", lambda server: None)
+    (kept,) = trial_module._replays(None, "m", None, None, None, MeasureSettings(), Quiet())
+    assert kept.marks == (CLIENT_LAG, CLIENT_BOUND) and kept.remeasured == (CLIENT_LAG,)
+
+    url, store, run = study
+
+    def measure(model, spec, workload, settings, progress):
+        m = fake_measurement(spec, 150.0 if spec else 100.0, tpot=0.02)
+        if spec is None:  # the demo's baseline: the client at 427 ms, the server at 22 ms
+            summary = m.runs[0].summary
+            m = replace(m, runs=[replace(m.runs[0], summary=replace(summary, ttft=replace(summary.ttft, p50=0.427)),
+                                         server_latency=server_window([0.022] * 16, [0.6] * 16),
+                                         marks=kept.marks)])
+        return [m]
+
+    outcome = run(measure, plan_study(strategy="grid").options)
+    assert outcome.answer.tpot_change is None
+    busy = [n for n in outcome.verdict.notes if n.startswith("the host was too busy")]
+    assert busy == ["the host was too busy for the tuner's client: baseline at concurrency 1 still lagged the "
+                    "server when replayed once more (client TTFT p50 427 ms against the server's own mean 22 ms), "
+                    "so those tokens/s are the client's pace, not the server's, and their latencies are not "
+                    "compared; run the study again with the host otherwise idle, or give the tuner a core of "
+                    "its own (e.g. taskset -c 1 tuner optimize ...)"]
+    console = Console(record=True, width=300)
+    console.print(verdict_text(outcome.verdict))
+    assert "TPOT p50 change: +" not in console.export_text()
 
 
 def greedy_requests(tokens_by_request: dict[str, list[int]]) -> list[RequestResult]:

@@ -37,6 +37,8 @@ class SpecCounters:
     spec_present: bool = False
     # "ttft", "tpot", "e2e" -> (sum of seconds, count of requests) of the server's histograms
     latency: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # The same histograms' cumulative buckets: key -> {upper bound (le): requests at or under it}
+    buckets: dict[str, dict[float, float]] = field(default_factory=dict)
 
 
 def parse_counters(text: str) -> SpecCounters:
@@ -45,7 +47,9 @@ def parse_counters(text: str) -> SpecCounters:
     per_pos: dict[int, float] = defaultdict(float)
     sums = {f"{name}_sum": key for key, name in LATENCY_HISTOGRAMS.items()}
     counts = {f"{name}_count": key for key, name in LATENCY_HISTOGRAMS.items()}
+    bucket_names = {f"{name}_bucket": key for key, name in LATENCY_HISTOGRAMS.items()}
     latency: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    buckets: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -57,6 +61,8 @@ def parse_counters(text: str) -> SpecCounters:
                     latency[sums[sample.name]][0] += sample.value
                 elif sample.name in counts:
                     latency[counts[sample.name]][1] += sample.value
+                elif sample.name in bucket_names:
+                    buckets[bucket_names[sample.name]][float(sample.labels["le"])] += sample.value
     except (ValueError, KeyError) as exc:
         raise MetricsError(f"the server's /metrics text could not be parsed ({exc})") from None
     spec_present = DRAFTS in totals  # read before the defaultdict lookups below add the key
@@ -68,6 +74,7 @@ def parse_counters(text: str) -> SpecCounters:
         generation_tokens=totals[GENERATION_TOKENS],
         spec_present=spec_present,
         latency={key: (total, count) for key, (total, count) in latency.items()},
+        buckets={key: dict(counts) for key, counts in buckets.items()},
     )
 
 

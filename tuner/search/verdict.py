@@ -28,7 +28,7 @@ from tuner.search.k_by_batch_size import best_single
 from tuner.search.slo import Slo, parse_slos
 from tuner.stats import geometric_mean
 from tuner.store import NOT_MEASURED, TrialRow
-from tuner.trust import LATENCY_MARKS
+from tuner.trust import CLIENT_BOUND, LATENCY_MARKS
 
 CONFIG, K_BY_BATCH_SIZE, OFF, NONE = "config", "k_by_batch_size", "off", "none"
 
@@ -128,11 +128,29 @@ def _notes(answers: dict[str, Answer], shown: Sequence[TrialRow], rules: StudyRu
                    if rules.synthetic_acceptance else "allowed by --allow-output-change")
             notes.append(f"{r.label} changed greedy output at {r.load} on {1 - r.greedy_match_rate:.0%} "
                          f"of requests{divergence_text(r.first_divergence)} ({why})")
+    if busy := client_bound_note([*(a.baseline for a in answers.values()), *shown]):
+        notes.insert(0, busy)
     for r in [*shown, *(a.baseline for a in answers.values())]:
         if r.marks:
             what = "; its latency figures are not compared" if any(m in LATENCY_MARKS for m in r.marks) else ""
             notes.append(f"figures of {r.label} at {r.load} are marked: {', '.join(r.marks)}{what}")
     return tuple(dict.fromkeys(notes))
+
+
+def client_bound_note(rows: Sequence[TrialRow]) -> str | None:
+    """One sentence when the tuner's own client, not the server, set the pace of a replay that
+    was already replayed once more for it (tuner.trust.CLIENT_BOUND)."""
+    bound = list({(r.label, r.load): r for r in rows if CLIENT_BOUND in r.marks}.values())
+    if not bound:
+        return None
+    first = bound[0]
+    seen = (f" (client TTFT p50 {first.ttft_p50_s * 1000:.0f} ms against the server's own mean "
+            f"{first.server_ttft_mean_s * 1000:.0f} ms)" if first.ttft_p50_s and first.server_ttft_mean_s else "")
+    where = ", ".join(f"{r.label} at {r.load}" for r in bound)
+    return (f"the host was too busy for the tuner's client: {where} still lagged the server when replayed "
+            f"once more{seen}, so those tokens/s are the client's pace, not the server's, and their "
+            f"latencies are not compared; run the study again with the host otherwise idle, or give the "
+            f"tuner a core of its own (e.g. taskset -c 1 tuner optimize ...)")
 
 
 def _not_measured(rows: Sequence[TrialRow]) -> list[TrialRow]:
