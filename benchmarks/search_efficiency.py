@@ -73,7 +73,7 @@ from tuner.search.space import Candidate, SearchSpace, parse_lookup
 from tuner.search.study import OptimizeSettings, optimize
 from tuner.stats import mad
 from tuner.store import ResultStore, open_database, optuna_storage
-from tuner.trial import MeasureSettings, Measurement, NoProgress, RunResult, ServerRecord
+from tuner.trial import MeasureSettings, Measurement, NoProgress, RunResult, ServerRecord, enough_replays
 from tuner.workload import Request, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -267,11 +267,13 @@ def draw_replay(runs: Sequence[float], rng: random.Random, smooth: bool = False)
     return mean + (value - mean + rng.gauss(0.0, h)) / (1 + (h / sd) ** 2) ** 0.5
 
 
-def table_server(tables: Sequence[Table], rng: random.Random,
-                 smooth: bool = False) -> Callable[..., list[Measurement]]:
+def table_server(tables: Sequence[Table], rng: random.Random, smooth: bool = False,
+                 drawn: list[int] | None = None) -> Callable[..., list[Measurement]]:
     """``measure`` for ``optimize``: at the i-th load of the settings, the i-th table gives a
-    Measurement of ``settings.repeats`` replays of the config, each one of its stored replays
-    drawn at random (with replacement; ``smooth``: see ``draw_replay``), with its stored
+    Measurement of as many replays of the config as the product's own rule asks for
+    (``tuner.trial.enough_replays``: ``--repeats``, or with ``--max-repeats`` until
+    ``--precision``), each one of its stored replays drawn at random (with replacement;
+    ``smooth``: see ``draw_replay``; ``drawn`` counts them), with its stored
     acceptance profile; the trial's median, MAD and interval then come from the product's own
     ``repeat_stats``. A config the table lacks (the k-by-batch-size schedule of a study at
     several loads) fails as a server that did not start."""
@@ -283,7 +285,11 @@ def table_server(tables: Sequence[Table], rng: random.Random,
             key = table.key_of_config(config)
             if key is None:
                 raise TunerError(f"{spec.label if spec else 'baseline'} is not in the stored table")
-            replays = [draw_replay(table.runs[key], rng, smooth) for _ in range(settings.repeats)]
+            replays: list[float] = []
+            while not enough_replays(replays, settings):
+                replays.append(draw_replay(table.runs[key], rng, smooth))
+            if drawn is not None:
+                drawn.append(len(replays))
             found.append(table_measurement(spec, load.label, replays, table.profile[key]))
         return found
 
@@ -353,10 +359,12 @@ class Study:
     winners: list[str]  # per load: the answer's winner (the baseline when speculation stays off)
     measured: list[list[str]]  # per load: the configs measured, in order
     run_noise: float  # the run-to-run noise the guided search used at the end
+    replays: int = 0  # replays drawn in all, over every trial and load
 
 
 def run_study(tables: Sequence[Table], strategy: str, repeats: int, budget: int, seed: int,
-              databases: Databases, noise: float = DEFAULT_NOISE, smooth: bool = False) -> Study:
+              databases: Databases, noise: float = DEFAULT_NOISE, smooth: bool = False,
+              max_repeats: int | None = None, precision: float = 0.02) -> Study:
     """``tuner optimize`` as the CLI runs it (``optimize`` itself), on the stand-in measurement:
     a fresh database, no warm start, ``--repeats``, ``--trials budget``, ``--noise``, ``--seed``;
     ``strategy``: guided, grid, tpe, or random (see ``random_sampler``)."""
@@ -365,7 +373,9 @@ def run_study(tables: Sequence[Table], strategy: str, repeats: int, budget: int,
     url = f"sqlite:///{path}"
     workload = Workload(path=databases.workload, type="code", requests=(Request(line=1, prompt="stored table"),))
     loads = [load_spec(t.load) for t in tables]
-    settings = MeasureSettings(load=loads[0], extra_loads=tuple(loads[1:]), repeats=repeats, warmup=0)
+    settings = MeasureSettings(load=loads[0], extra_loads=tuple(loads[1:]), repeats=repeats, warmup=0,
+                               max_repeats=max_repeats, precision=precision)
+    drawn: list[int] = []
     options = OptimizeSettings(trials=budget, noise=noise, seed=seed, warm_start=False,
                                strategy="tpe" if strategy == "random" else strategy)
     engine = open_database(url)
@@ -374,7 +384,7 @@ def run_study(tables: Sequence[Table], strategy: str, repeats: int, budget: int,
         store = ResultStore(engine)
         with random_sampler() if strategy == "random" else contextlib.nullcontext():
             outcome = optimize(MODEL, workload, tables[0].space, settings, store, storage, options, Quiet(),
-                               measure=table_server(tables, rng, smooth))
+                               measure=table_server(tables, rng, smooth, drawn))
         rows = [r for r in store.trials(study_name=outcome.study_name) if r.kind == "study"]
     finally:
         storage.remove_session()
@@ -388,7 +398,7 @@ def run_study(tables: Sequence[Table], strategy: str, repeats: int, budget: int,
     # What the study loop gave the guided search last (the same expression as in study.py).
     spread = run_noise([r.tokens_per_s_mad / r.tokens_per_s for r in rows if r.load == loads[0].label
                         and r.repeats > 1 and r.tokens_per_s and r.tokens_per_s_mad is not None])
-    return Study(outcome.restarts, winners, measured, spread)
+    return Study(outcome.restarts, winners, measured, spread, sum(drawn))
 
 
 @dataclass(frozen=True)
@@ -400,6 +410,7 @@ class Figures:
     regret: float  # mean
     found: float  # share of studies that measured a config within WITHIN (whatever the answer)
     noise: float  # median run noise the guided search used
+    replays: float  # mean replays per study
 
 
 def figures(studies: Sequence[Study], table: Table) -> Figures:
@@ -409,16 +420,17 @@ def figures(studies: Sequence[Study], table: Table) -> Figures:
     found = [1 - max(truth[k] for k in s.measured[0]) / best <= WITHIN for s in studies]
     return Figures(statistics.mean(s.restarts for s in studies), max(s.restarts for s in studies),
                    sum(r <= WITHIN for r in regrets) / len(studies), sum(r <= LOOSE for r in regrets) / len(studies),
-                   statistics.mean(regrets), sum(found) / len(studies), statistics.median(s.run_noise for s in studies))
+                   statistics.mean(regrets), sum(found) / len(studies), statistics.median(s.run_noise for s in studies),
+                   statistics.mean(s.replays for s in studies))
 
 
 HEADER = (f"{'strategy':<22} {'restarts mean':>13} {'max':>5} {'of grid':>8} {'within 2%':>10} "
-          f"{'within 5%':>10} {'mean regret':>12} {'measured within 2%':>19}")
+          f"{'within 5%':>10} {'mean regret':>12} {'measured within 2%':>19} {'replays':>8}")
 
 
 def row(name: str, f: Figures, grid_size: int) -> str:
     return (f"{name:<22} {f.restarts_mean:>13.1f} {f.restarts_max:>5d} {f.restarts_mean / grid_size:>8.0%} "
-            f"{f.within:>10.0%} {f.loose:>10.0%} {f.regret:>12.2%} {f.found:>19.0%}")
+            f"{f.within:>10.0%} {f.loose:>10.0%} {f.regret:>12.2%} {f.found:>19.0%} {f.replays:>8.1f}")
 
 
 def quiet_optuna() -> None:
@@ -427,6 +439,10 @@ def quiet_optuna() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+
+
+def replay_rule(args: argparse.Namespace) -> str:
+    return f" --max-repeats {args.max_repeats} --precision {args.precision:g}" if args.max_repeats else ""
 
 
 def simulate(args: argparse.Namespace) -> None:
@@ -452,7 +468,7 @@ def simulate(args: argparse.Namespace) -> None:
 
     def evaluate(name: str, budget: int) -> tuple[Figures, list[Study]]:
         studies = [run_study([table], name, args.repeats, budget, args.seed * 100_003 + run, databases, args.noise,
-                             args.smooth)
+                             args.smooth, args.max_repeats, args.precision)
                    for run in range(args.runs)]
         return figures(studies, table), studies
 
@@ -471,7 +487,7 @@ def simulate(args: argparse.Namespace) -> None:
     elapsed = time.monotonic() - started
     studies = args.runs * len(results)
     print(f"\n{args.runs} simulated studies per strategy (tuner.search.study.optimize on the stored table), "
-          f"--repeats {args.repeats}, --noise {args.noise:g}, seed {args.seed}; "
+          f"--repeats {args.repeats}{replay_rule(args)}, --noise {args.noise:g}, seed {args.seed}; "
           f"{elapsed:.0f} s for {studies} studies ({elapsed / studies:.2f} s each)")
     print(HEADER)
     for name, f in results.items():
@@ -530,7 +546,7 @@ def synthetic_loads(args: argparse.Namespace) -> None:
     databases = Databases()
     try:
         studies = [run_study(tables, "guided", args.repeats, 31, args.seed * 100_003 + i, databases, args.noise,
-                             args.smooth)
+                             args.smooth, args.max_repeats, args.precision)
                    for i, tables in enumerate(worlds)]
     finally:
         databases.close()
@@ -568,7 +584,7 @@ def synthetic(args: argparse.Namespace) -> None:
             for i, table in enumerate(worlds):
                 restarts = grid_size if name in ("guided", "grid") else budget
                 studies.append(run_study([table], name, args.repeats, restarts, args.seed * 100_003 + i, databases,
-                                         args.noise, args.smooth))
+                                         args.noise, args.smooth, args.max_repeats, args.precision))
             # Each world has its own best: the figures per world, then their mean.
             per_world = [figures([s], t) for s, t in zip(studies, worlds)]
             f = Figures(statistics.mean(s.restarts for s in studies), max(s.restarts for s in studies),
@@ -607,6 +623,8 @@ def main() -> None:
     for p in (s, w):
         p.add_argument("--repeats", type=int, default=1, help="replays per trial, as tuner optimize --repeats")
         p.add_argument("--noise", type=float, default=DEFAULT_NOISE, help="as tuner optimize --noise")
+        p.add_argument("--max-repeats", type=int, help="as tuner optimize --max-repeats")
+        p.add_argument("--precision", type=float, default=0.02, help="as tuner optimize --precision")
         p.add_argument("--smooth", action="store_true",
                        help="jitter each drawn replay by the stored spread (a smoothed bootstrap; see draw_replay)")
     args = parser.parse_args()

@@ -59,6 +59,12 @@ WarmupOpt = Annotated[int, typer.Option(help="Requests sent first and not measur
 RepeatsOpt = Annotated[int, typer.Option(
     help="Replays of the workload per configuration; figures are the median, with MAD and a "
          "bootstrap interval.")]
+MaxRepeatsOpt = Annotated[Optional[int], typer.Option(
+    help="Replay on past --repeats, on the same server, until the tokens/s is known to "
+         "--precision, or this many replays; off by default (exactly --repeats).")]
+PrecisionOpt = Annotated[float, typer.Option(
+    help="With --max-repeats: half the 95 % interval of a trial's tokens/s, relative, that ends "
+         "its replays (0.02: +-2 %); the precision reached is stored.")]
 RepeatModeOpt = Annotated[str, typer.Option(
     help="same-server (prefix cache reset between replays) or fresh-server (a restart per replay).")]
 MaxTokensOpt = Annotated[int, typer.Option(
@@ -105,7 +111,8 @@ WriteConfigOpt = Annotated[Optional[Path], typer.Option(
 
 # The options `tuner measure` and `tuner optimize` share, defined once, in --help order.
 SHARED_RUN_OPTIONS = (
-    ("warmup", WarmupOpt, 2), ("repeats", RepeatsOpt, 1), ("repeat_mode", RepeatModeOpt, "same-server"),
+    ("warmup", WarmupOpt, 2), ("repeats", RepeatsOpt, 1), ("max_repeats", MaxRepeatsOpt, None),
+    ("precision", PrecisionOpt, 0.02), ("repeat_mode", RepeatModeOpt, "same-server"),
     ("max_tokens", MaxTokensOpt, 128), ("request_timeout", RequestTimeoutOpt, 600.0),
     ("server_cmd", ServerCmdOpt, None), ("server_arg", ServerArgOpt, None),
     ("start_timeout", StartTimeoutOpt, 900.0), ("download_timeout", DownloadTimeoutOpt, 3600.0),

@@ -304,8 +304,9 @@ def answer_text(answer: Answer, with_verdict: bool = True) -> str:
             lines.append("TPOT p50 change: not shown, a latency figure is marked untrusted")
     w = answer.winner
     if w is not None and w.repeats > 1 and w.tokens_per_s_ci:
+        known = f", mean known to +-{w.tokens_per_s_precision:.1%}" if w.tokens_per_s_precision else ""
         lines.append(f"winner over {w.repeats} runs: median {w.tokens_per_s:.1f} tok/s, MAD "
-                     f"{w.tokens_per_s_mad:.1f}, 95% CI {w.tokens_per_s_ci[0]:.1f}-{w.tokens_per_s_ci[1]:.1f}")
+                     f"{w.tokens_per_s_mad:.1f}, 95% CI {w.tokens_per_s_ci[0]:.1f}-{w.tokens_per_s_ci[1]:.1f}{known}")
     shown = w or answer.baseline
     lines.append(f"measured {shown.finished_at:%Y-%m-%d %H:%M} on {shown.host}, "
                  f"vLLM {shown.vllm_version or '?'}")
@@ -341,7 +342,8 @@ def answer_dict(answer: Answer) -> dict:
                 "acceptance_rate": r.acceptance_rate, "mean_acceptance_length": r.mean_acceptance_length,
                 "per_position": r.per_position, "trial": r.optuna_trial_number,
                 "repeats": r.repeats, "tokens_per_s_mad": r.tokens_per_s_mad,
-                "tokens_per_s_ci": r.tokens_per_s_ci, "greedy_match_rate": r.greedy_match_rate,
+                "tokens_per_s_ci": r.tokens_per_s_ci, "tokens_per_s_precision": r.tokens_per_s_precision,
+                "greedy_match_rate": r.greedy_match_rate,
                 "greedy_near_tie_rate": r.greedy_near_tie_rate, "greedy_change_rate": r.greedy_change_rate,
                 "first_divergence": r.first_divergence, "marks": list(r.marks),
                 "server_tpot_mean_s": r.server_tpot_mean_s,
@@ -354,7 +356,8 @@ def answer_dict(answer: Answer) -> dict:
             "speedup": answer.speedup, "tpot_change": answer.tpot_change, "noise": answer.noise,
             "verdict": answer.verdict, "winner": row(answer.winner), "best_speculative": row(answer.best),
             "closest": row(answer.closest), "baseline": row(answer.baseline),
-            "output_changed": [row(r) for r in answer.output_changed]}
+            "output_changed": [row(r) for r in answer.output_changed],
+            "undecided": [row(r) for r in answer.undecided]}
 
 
 def verdict_dict(verdict: Verdict) -> dict:

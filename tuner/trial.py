@@ -23,7 +23,7 @@ from tuner.engine.log_cause import failure_cause, read_tail
 from tuner.errors import MetricsError, ServerDiedError, TunerError, UsageError
 from tuner.metrics import Acceptance, ServerLatency, acceptance_between, latency_between, scrape_counters
 from tuner.replay import LoadSpec, ReplaySummary, RequestResult, first_different_token, replay, summarize
-from tuner.stats import RepeatStats, repeat_stats
+from tuner.stats import RepeatStats, relative_precision, repeat_stats
 from tuner.trust import REMEASURABLE, REPEATS_DISAGREE, repeats_disagree, run_marks, still_client_bound
 from tuner.workload import Workload
 
@@ -42,6 +42,10 @@ class MeasureSettings:
     # "fresh-server": a new server per replay (steadier on a busy host, docs/search.md; but a
     # restart per repeat).
     repeat_mode: str = "same-server"
+    # Replays go on past ``repeats`` until the tokens/s is known to ``precision`` (half the 95 %
+    # interval, relative) or ``max_repeats`` replays; None: exactly ``repeats``.
+    max_repeats: int | None = None
+    precision: float = 0.02
     sampling_seed: int | None = 0  # seeds requests that sample without a seed of their own
     # A transient fault (TunerError.transient: a port taken, GPU memory not freed yet) is tried
     # again this many times, after retry_wait_s, then twice that, and so on.
@@ -53,6 +57,10 @@ class MeasureSettings:
             raise UsageError(f"--repeats must be >= 1, got {self.repeats}")
         if self.repeat_mode not in ("same-server", "fresh-server"):
             raise UsageError(f"--repeat-mode must be same-server or fresh-server, got {self.repeat_mode!r}")
+        if self.max_repeats is not None and self.max_repeats < self.repeats:
+            raise UsageError(f"--max-repeats must be >= --repeats ({self.repeats}), got {self.max_repeats}")
+        if not 0 < self.precision < 1:
+            raise UsageError(f"--precision must be between 0 and 1 (0.02: +-2 %), got {self.precision}")
         if self.warmup < 0:
             raise UsageError(f"--warmup must be >= 0, got {self.warmup}")
         if self.retries < 0 or self.retry_wait_s < 0:
@@ -129,6 +137,11 @@ class Measurement:
     @property
     def tokens_per_s(self) -> RepeatStats:
         return repeat_stats([run.summary.output_tokens_per_s for run in self.runs])
+
+    @property
+    def precision(self) -> float:
+        """Half the 95 % interval of the replays' mean tokens/s, relative (inf from one replay)."""
+        return relative_precision([run.summary.output_tokens_per_s for run in self.runs])
 
     @property
     def median_run(self) -> RunResult:
@@ -234,7 +247,7 @@ def measure_config_at_loads(
     settings = settings or MeasureSettings()
     progress = progress or NoProgress()
     if settings.repeat_mode == "fresh-server" and settings.repeats > 1:
-        once = replace(settings, repeats=1)
+        once = replace(settings, repeats=1, max_repeats=None)
         parts = [measure_config_at_loads(model, spec, workload, once, progress)
                  for _ in range(settings.repeats)]
         return [replace(per_load[0], runs=[replace(p.runs[0], repeat=i) for i, p in enumerate(per_load)],
@@ -343,16 +356,30 @@ def _warm_up(server: VllmServer, model: str, workload: Workload, load: LoadSpec,
                          f"check the workload against the server log {server.log_path}")
 
 
+def enough_replays(tokens_per_s: Sequence[float], settings: MeasureSettings) -> bool:
+    """``repeats`` replays, then more on the same server until the tokens/s is known to
+    ``precision`` or ``max_repeats`` is reached."""
+    n = len(tokens_per_s)
+    if n < settings.repeats:
+        return False
+    if settings.max_repeats is None or n >= settings.max_repeats:
+        return True
+    return relative_precision(tokens_per_s) <= settings.precision
+
+
 def _replays(server: VllmServer, model: str, spec: SpecConfig | None, workload: Workload,
              load: LoadSpec, settings: MeasureSettings, progress: Progress) -> list[RunResult]:
-    """``settings.repeats`` replays of the workload at one load, /metrics read around each. A
-    replay whose figures are marked for a reason another replay can clear (a coalesced stream,
-    a token count off the server's) is replayed once more, and the new one kept."""
-    runs = []
-    for repeat in range(settings.repeats):
+    """Replays of the workload at one load, /metrics read around each, until
+    ``enough_replays``. A replay whose figures are marked for a reason another replay can clear
+    (a stalled client, a token count off the server's) is replayed once more, and the new one
+    kept."""
+    runs: list[RunResult] = []
+    most = settings.max_repeats or settings.repeats
+    while not enough_replays([r.summary.output_tokens_per_s for r in runs], settings):
+        repeat = len(runs)
         if repeat:
             _reset_prefix_cache(server)
-        label = f" {repeat + 1}/{settings.repeats}" if settings.repeats > 1 else ""
+        label = f" {repeat + 1}/{most}" if most > 1 else ""
         run = _replay_once(server, model, spec, workload, load, settings, progress, repeat, label)
         # Failed requests explain the marks and fail the trial anyway: no second replay.
         if (retry := tuple(m for m in run.marks if m in REMEASURABLE)) and not run.summary.failed:

@@ -67,14 +67,52 @@ def test_winner_must_beat_the_noise():
         choose([row(ngram, 100)])
 
 
-def test_tied_configs_go_to_the_smaller_k():
+def test_configs_shown_equal_go_to_the_smaller_k_and_the_rest_are_undecided():
+    from dataclasses import replace
+
     k2 = {"method": "ngram", "num_speculative_tokens": 2}
     k4 = {"method": "ngram", "num_speculative_tokens": 4}
-    base, two, four = row(None, 100), row(k2, 139), row(k4, 140)
+    base = replace(row(None, 100), repeats=4, tokens_per_s_mad=0.5)
+    # Four steady replays each: 139 and 140 are shown equal within 2 % (0.7 % apart, their
+    # difference known to +-0.5 %), so the smaller k wins.
+    two, four = (replace(row(k2, 139), repeats=4, tokens_per_s_mad=0.5),
+                 replace(row(k4, 140), repeats=4, tokens_per_s_mad=0.5))
     answer = choose([base, two, four], noise=0.02)
     assert answer.best.config == k4  # the highest score...
-    assert answer.winner.config == k2  # ...but k=2 is within the noise of it, and smaller
+    assert answer.winner.config == k2 and not answer.undecided  # ...but shown equal to k=2, the smaller
     assert answer.speedup == pytest.approx(1.39)
+    # One replay each shows nothing equal: the top one wins, and the answer says it is undecided
+    # instead of picking the smaller k.
+    once = choose([row(None, 100), row(k2, 139), row(k4, 140)], noise=0.02)
+    assert once.winner.config == k4 and [r.config for r in once.undecided] == [k2]
+    assert once.verdict == ("{'method': 'ngram', 'num_speculative_tokens': 4}: 1.40x the baseline's output "
+                            "tokens/s; undecided between {'method': 'ngram', 'num_speculative_tokens': 4} and "
+                            "{'method': 'ngram', 'num_speculative_tokens': 2} at this load (neither separated nor "
+                            "shown equal within the noise: more replays decide, --max-repeats)")
+    # Noisy replays of each (MAD 3 %) neither separate 139 from 140 nor show them equal.
+    noisy = choose([base, replace(two, tokens_per_s_mad=4.0), replace(four, tokens_per_s_mad=4.0)], noise=0.02)
+    assert noisy.winner.config == k4 and len(noisy.undecided) == 1
+    # Well apart, 130 against 140, they are separated: no contender.
+    apart = choose([base, replace(two, tokens_per_s=130.0), four], noise=0.02)
+    assert apart.winner.config == k4 and not apart.undecided
+
+
+def test_relative_precision_and_the_replays_it_asks_for():
+    from tuner.stats import relative_precision
+    from tuner.trial import MeasureSettings, enough_replays
+
+    assert relative_precision([100.0]) == float("inf")
+    assert relative_precision([100.0, 102.0, 98.0]) == pytest.approx(4.303 * 2.0 / 3 ** 0.5 / 100)
+    fixed = MeasureSettings(repeats=2)
+    assert not enough_replays([100.0], fixed) and enough_replays([100.0, 150.0], fixed)
+    until = MeasureSettings(repeats=1, max_repeats=5, precision=0.02)
+    assert not enough_replays([100.0], until)  # one replay says nothing of its precision
+    assert enough_replays([100.0, 100.2], until)  # +-1.3 % (t with 1 degree of freedom: 12.7)
+    assert not enough_replays([100.0, 100.5], until)  # +-3.2 %
+    assert not enough_replays([100.0, 110.0, 95.0], until)
+    assert enough_replays([100.0, 110.0, 95.0, 105.0, 90.0], until)  # the cap
+    with pytest.raises(UsageError, match="--max-repeats must be >= --repeats"):
+        MeasureSettings(repeats=3, max_repeats=2)
 
 
 def test_a_steady_config_beats_a_noisy_one_with_the_same_median():

@@ -12,7 +12,7 @@ from tuner.errors import TunerError
 from tuner.search.guided import DEFAULT_RUN_NOISE
 from tuner.search.output_check import output_changed
 from tuner.search.slo import Slo, feasible
-from tuner.stats import RepeatStats, tied
+from tuner.stats import RepeatStats, shown_equal, tied
 from tuner.store import TrialRow
 from tuner.trust import latency_trusted
 
@@ -42,6 +42,8 @@ class Answer:
     slos: tuple[Slo, ...] = ()
     closest: TrialRow | None = None  # with no winner: the config that breaks the targets least
     output_changed: tuple[TrialRow, ...] = ()  # fast enough to count, but changed greedy output
+    # Neither separated from the winner nor shown equal to it: more replays would decide.
+    undecided: tuple[TrialRow, ...] = ()
 
     @property
     def meets_slos(self) -> bool:
@@ -86,7 +88,16 @@ class Answer:
         if self.keep_speculation_off:
             return (f"keep speculation off: the best, {self.best.label}, gives {self.speedup:.2f}x the "
                     f"baseline's tokens/s, within the noise ({self.noise:.0%} plus the runs' spread)")
-        return f"{self.winner.label}: {self.speedup:.2f}x the baseline's output tokens/s"
+        line = f"{self.winner.label}: {self.speedup:.2f}x the baseline's output tokens/s"
+        if self.undecided:
+            line += f"; {self.undecided_text}"
+        return line
+
+    @property
+    def undecided_text(self) -> str:
+        others = " or ".join(r.label for r in self.undecided)
+        return (f"undecided between {self.winner.label} and {others} at this load (neither separated "
+                f"nor shown equal within the noise: more replays decide, --max-repeats)")
 
 
 def eligible(t: TrialRow, slos: Sequence[Slo], max_output_change: float | None) -> bool:
@@ -104,10 +115,12 @@ def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE, slos: Seque
     ``max_output_change`` of the requests, are out. The rest are ranked on a conservative score
     (median tokens/s minus its scaled MAD). Speculation must beat the baseline by more than
     ``noise`` (plus both spreads): the baseline wins when it is tied with the top one at that
-    margin. Otherwise the speculative configs tied with the top one within the run-to-run noise
-    (``tie_noise``, or ``noise`` where smaller, plus both spreads) are candidates, and the one
-    with the smallest k wins. (Why the ties use the run noise, not ``noise``:
-    docs/notes-from-code.md.)
+    margin. Otherwise the speculative configs not separated from the top one by the run-to-run
+    noise (``tie_noise``, or ``noise`` where smaller, plus both spreads) are its contenders:
+    those shown equal to it within that tolerance (``stats.shown_equal``: two replays or more of
+    each) are tied, and the tied one with the smallest k wins; the others are undecided (the top
+    one wins, and the answer says it is undecided between them). (Why the ties use the run
+    noise, not ``noise``: docs/notes-from-code.md.)
     """
     done = [t for t in trials if t.status == "complete" and t.tokens_per_s is not None
             and t.kind == "study"]
@@ -130,7 +143,12 @@ def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE, slos: Seque
     if baseline in ranked and (top is baseline or tied(trial_stats(baseline), trial_stats(top), noise)):
         winner = baseline
     else:
-        candidates = [t for t in spec if tied(trial_stats(t), trial_stats(top), min(noise, tie_noise))]
-        winner = min(candidates, key=lambda t: (trial_k(t), -trial_stats(t).score))
+        tolerance = min(noise, tie_noise)
+        candidates = [t for t in spec if tied(trial_stats(t), trial_stats(top), tolerance)]
+        equal = [t for t in candidates if t is top or shown_equal(trial_stats(t), trial_stats(top), tolerance)]
+        winner = min(equal, key=lambda t: (trial_k(t), -trial_stats(t).score))
+        undecided = tuple(t for t in candidates if t not in equal)
+        return Answer(baseline.study_name, baseline.model, baseline.workload_type, baseline.load,
+                      baseline, best, winner, noise, tuple(slos), None, changed, undecided)
     return Answer(baseline.study_name, baseline.model, baseline.workload_type, baseline.load,
                   baseline, best, winner, noise, tuple(slos), None, changed)

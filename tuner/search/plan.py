@@ -226,6 +226,8 @@ class RunOptions:
     # No defaults of its own: the commands' options have them.
     warmup: int
     repeats: int
+    max_repeats: int | None
+    precision: float
     repeat_mode: str
     max_tokens: int
     request_timeout: float
@@ -250,6 +252,7 @@ def measure_settings(run: RunOptions, loads: Sequence[LoadSpec], server_cmd: str
     ``loads``: replayed in order on each server; ``gpus``: this process's (None: the host's)."""
     return MeasureSettings(
         load=loads[0], extra_loads=tuple(loads[1:]), warmup=run.warmup, repeats=run.repeats,
+        max_repeats=run.max_repeats, precision=run.precision,
         repeat_mode=run.repeat_mode, request_timeout_s=run.request_timeout,
         default_max_tokens=run.max_tokens, retries=run.retries, retry_wait_s=run.retry_wait,
         server=ServerOptions(server_cmd=server_cmd, server_args=list(server_args),

@@ -141,6 +141,8 @@ class TrialMetrics(Base):
     server_generation_tokens: Mapped[int] = mapped_column(Integer)
     repeats: Mapped[int] = mapped_column(Integer, server_default="1")
     tokens_per_s_mad: Mapped[float | None] = mapped_column(Float)
+    # Half the 95 % t-interval of the replays' mean tokens/s, relative (None from one replay).
+    tokens_per_s_precision: Mapped[float | None] = mapped_column(Float)
     tokens_per_s_ci_low: Mapped[float | None] = mapped_column(Float)
     tokens_per_s_ci_high: Mapped[float | None] = mapped_column(Float)
     # Share of greedy (temperature 0) requests whose text equals the baseline's, in the worst of

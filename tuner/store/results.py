@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -46,6 +47,7 @@ class TrialRow:
     server_args: list[str]
     repeats: int = 1
     tokens_per_s_mad: float | None = None
+    tokens_per_s_precision: float | None = None  # half the 95 % interval, relative
     tokens_per_s_ci: tuple[float, float] | None = None
     greedy_match_rate: float | None = None
     greedy_near_tie_rate: float | None = None  # differ only at a near-tie of the baseline's
@@ -189,6 +191,7 @@ class ResultStore:
                 server_generation_tokens=median_run.server_generation_tokens,
                 repeats=tps.n, tokens_per_s_mad=tps.mad, tokens_per_s_ci_low=tps.ci_low,
                 tokens_per_s_ci_high=tps.ci_high,
+                tokens_per_s_precision=m.precision if math.isfinite(m.precision) else None,
                 greedy_match_rate=worst_check.match_rate if worst_check else None,
                 greedy_near_tie_rate=worst_check.near_tie_rate if worst_check else None,
                 first_divergence=worst_check.first_divergence if worst_check else None,
@@ -354,6 +357,7 @@ class ResultStore:
             server_args=list(run.server_args),
             repeats=m.repeats if m else 1,
             tokens_per_s_mad=m.tokens_per_s_mad if m else None,
+            tokens_per_s_precision=m.tokens_per_s_precision if m else None,
             tokens_per_s_ci=(m.tokens_per_s_ci_low, m.tokens_per_s_ci_high)
             if m and m.tokens_per_s_ci_low is not None else None,
             greedy_match_rate=m.greedy_match_rate if m else None,
