@@ -8,7 +8,7 @@ def test_median_and_mad_on_known_data():
     assert s.median == 11.0
     # |x - 11| = 1, 1, 0, 19, 2 -> median 1 -> scaled 1.4826
     assert s.mad == pytest.approx(1.4826)
-    assert s.score == pytest.approx(11.0 - 1.4826)
+    assert s.score == pytest.approx(11.0 - 1.4826 / 5 ** 0.5)  # minus the standard error
     assert mad([5.0, 5.0, 5.0]) == 0.0
 
 
@@ -36,3 +36,14 @@ def test_tie_rule():
     assert not tied(RepeatStats(3, 100.0, 3.0, 0, 0), RepeatStats(3, 106.0, 4.0, 0, 0), margin=0.0)
     with pytest.raises(ValueError):
         repeat_stats([])
+
+
+def test_shown_equal_needs_replays_and_a_tight_difference():
+    from tuner.stats import shown_equal
+
+    steady = lambda median, n=4: RepeatStats(n=n, median=median, mad=0.5, ci_low=median, ci_high=median)
+    assert shown_equal(steady(139.0), steady(140.0), 0.02)
+    assert not shown_equal(steady(139.0, n=1), steady(140.0, n=1), 0.02)  # one replay shows nothing
+    assert not shown_equal(steady(130.0), steady(140.0), 0.02)
+    noisy = RepeatStats(n=4, median=140.0, mad=6.0, ci_low=130.0, ci_high=150.0)
+    assert not shown_equal(steady(139.0), noisy, 0.02)
