@@ -2,7 +2,7 @@
 answer says the host was too busy instead of printing percentages from the client's own stalls.
 
 The busy loop is a thread of this very process, beside the tuner's client: it holds the
-interpreter (the GIL, through a libc sleep called with it held) 200 ms out of every 220 ms, as a
+interpreter (the GIL, through a libc sleep called with it held) 500 ms out of every 505 ms, as a
 host whose CPUs are taken by other work deschedules the client, without taking a core from vLLM
 (a spinning thread would slow the server as much as the client on these 2 cores: seen, the
 server's own TTFT went from 15 to 277 ms). vLLM runs in a process of its own and keeps its true
@@ -38,7 +38,11 @@ pytestmark = pytest.mark.integration
 
 
 @contextlib.contextmanager
-def busy_client(hold_s: float = 0.2, free_s: float = 0.02, at_most_s: float = 300.0) -> Iterator[None]:
+def busy_client(hold_s: float = 0.5, free_s: float = 0.005, at_most_s: float = 300.0) -> Iterator[None]:
+    """``free_s`` is shorter than the server's TTFT (10-25 ms here), so a request sent in one of
+    the client's free moments finds its first token only in a later one (with 20 ms free of every
+    220, a closed loop sent each request in a free moment and often read its first token in the
+    same: one replay of two in CI was clean)."""
     stop = threading.Event()
     deadline = time.monotonic() + at_most_s
     libc = ctypes.PyDLL(None)  # PyDLL: the call keeps the GIL, as CDLL's would not
@@ -74,7 +78,7 @@ def test_a_client_lagging_the_server_is_replayed_once_then_bound_and_said(tiny_m
         # The client's TTFT p50 is many times the server's own (the demo: 427 ms against 22 ms);
         # the server's median bucket, not its mean, is what the rule reads.
         assert r.ttft_p50_s > LAG_FACTOR * 0.04 + LAG_SLACK_S, (r.label, r.ttft_p50_s, r.server_ttft_mean_s)
-        assert r.ttft_p50_s > 5 * r.server_ttft_mean_s
+        assert r.ttft_p50_s > (5 if r.config is None else 2) * r.server_ttft_mean_s  # ngram's own TTFT is longer
         assert CLIENT_BOUND in r.marks and CLIENT_LAG in r.marks, r.marks
     engine = open_database(url)
     with engine.connect() as connection:
