@@ -52,7 +52,8 @@ def _burst(r: RequestResult) -> bool:
             and (r.e2e_s - r.ttft_s) < BURST_SHARE * r.e2e_s)
 
 
-def coalesced(requests: Sequence[RequestResult], summary: ReplaySummary, server: ServerLatency | None) -> bool:
+def coalesced(summary: ReplaySummary, requests: Sequence[RequestResult],
+              server: ServerLatency | None) -> bool:
     """Half the multi-token requests arrived in one burst (judged per request), or the client's
     median TPOT is under a quarter of the lower edge of the server's median bucket."""
     long = [r for r in requests if r.ok and r.output_tokens >= MIN_TOKENS]
@@ -76,7 +77,7 @@ def client_lagged(summary: ReplaySummary, server: ServerLatency | None) -> bool:
 def run_marks(summary: ReplaySummary, requests: Sequence[RequestResult], server: ServerLatency | None,
               server_generation_tokens: int) -> tuple[str, ...]:
     marks = []
-    if coalesced(requests, summary, server):
+    if coalesced(summary, requests, server):
         marks.append(COALESCED)
     if client_lagged(summary, server):
         marks.append(CLIENT_LAG)
