@@ -94,11 +94,15 @@ demo: demo-models
 	done
 	$(BIN)/tuner best --db $(DEMO_DB)
 
+# Unit tests on both cores (pytest-xdist), then the tests that start vLLM one at a time (two
+# servers side by side on 2 cores would distort the throughput they measure). Both always run.
 test: models browser prometheus compose-tool
-	$(BIN)/python -m pytest -v -rs --durations=25
+	$(BIN)/python -m pytest -v -rs --durations=10 -m "not integration" -n 2; unit=$$?; \
+	$(BIN)/python -m pytest -v -rs --durations=25 -m integration; integration=$$?; \
+	test $$unit = 0 && test $$integration = 0
 
 unit: install
-	$(BIN)/python -m pytest -v -m "not integration"
+	$(BIN)/python -m pytest -v -m "not integration" -n 2
 
 clean:
 	rm -rf $(VENV) $(MODELS) .tuner .tools

@@ -20,6 +20,12 @@ def default_to_in_process() -> None:
     os.environ.setdefault(VARIABLE, "0")
 
 
+def in_process_by_default(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a subprocess (a `tuner` command) whose vLLM servers run the engine in the API
+    server's process, unless ``env`` says otherwise."""
+    return {VARIABLE: "0", **env}
+
+
 def own_process(env: dict[str, str]) -> dict[str, str]:
     """``env`` for a subprocess whose vLLM servers run the engine in a process of its own."""
     return {**env, VARIABLE: "1"}

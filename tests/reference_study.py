@@ -22,10 +22,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine_layout import in_process_by_default
+
 ROOT = Path(__file__).resolve().parent.parent
 SERVER_ARGS = ["--server-arg=--enforce-eager", "--server-arg=--max-model-len=1024"]
-ENV = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-       "HF_HUB_OFFLINE": "1"}
+# The `tuner` commands the tests run start vLLM with the engine in the API server's process, as
+# the tests' own servers do (tests/engine_layout.py).
+ENV = in_process_by_default({**os.environ, "HF_HUB_OFFLINE": "1",
+                             "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")})
 REQUESTS = 16
 
 

@@ -38,7 +38,6 @@ from tuner.workload import load_workload
 from integration.serve_process import small_workload, wait_for
 from reference_study import ENV, ROOT, SERVER_ARGS
 
-ENV = own_process(ENV)  # see conftest.py
 
 pytestmark = pytest.mark.integration
 ARGS = [a.split("=", 1)[1] for a in SERVER_ARGS]
@@ -146,7 +145,7 @@ def finished_after(row, t0: float) -> float:
     return row.finished_at.timestamp() - t0
 
 
-def test_faults_during_one_study(tmp_path, tiny_models):
+def test_faults_during_one_study(tmp_path, tiny_models, engine_in_its_own_process):
     """One grid study, baseline, ngram k=2 and 4, suffix k=2, while another connection holds a read
     transaction on its SQLite database throughout (WAL: the reader must not block the writer):
 
@@ -283,8 +282,8 @@ def test_the_tuner_killed_mid_study_resumes(tmp_path, tiny_models):
     command = [sys.executable, "-m", "tuner.cli", "optimize", "--workload", str(small_workload(tmp_path)),
                "--model", str(tiny_models / "target"), "--db", db, "--log-dir", str(tmp_path / "logs"),
                "--method", "ngram", "--k", "2", "--strategy", "grid", "--warmup", "1", *SERVER_ARGS]
-    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV,
-                             start_new_session=True)
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env=own_process(ENV), start_new_session=True)
     watch = Watch(first.pid)
     try:
         store = ResultStore(open_database(db))
@@ -301,7 +300,7 @@ def test_the_tuner_killed_mid_study_resumes(tmp_path, tiny_models):
     watch.stop()
     left = watch.left()
     server_gone_s = time.time() - t0
-    again = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=900)
+    again = subprocess.run(command, capture_output=True, text=True, env=own_process(ENV), timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     rows = store.trials()
     assert [(r.label, r.status) for r in rows] == [("baseline", "complete"), ("ngram k=2", "interrupted"),

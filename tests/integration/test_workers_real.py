@@ -26,11 +26,12 @@ from tuner.search.workers import STALE_CAUSE
 from tuner.store import ResultStore, open_database
 
 from .serve_process import small_workload, wait_for
-from reference_study import ENV, SERVER_ARGS
+from reference_study import ENV as ONE_SERVER_ENV
+from reference_study import SERVER_ARGS
 
 pytestmark = pytest.mark.integration
 # Two workers run two servers on the 2 cores at once: vLLM's default layout (tests/engine_layout.py).
-ENV = own_process(ENV)
+ENV = own_process(ONE_SERVER_ENV)
 
 SPACE = ["--warmup", "1", *SERVER_ARGS]
 
@@ -74,7 +75,7 @@ def test_two_workers_measure_each_config_once_and_agree_with_one(tmp_path, tiny_
     started = time.monotonic()
     one = subprocess.run(optimize(tmp_path, tiny_models, postgres_url, *space, "--strategy", "guided",
                                   "--no-warm-start", "--trials", "3", "--name", "one worker"),
-                         capture_output=True, text=True, env=ENV, timeout=1200)
+                         capture_output=True, text=True, env=ONE_SERVER_ENV, timeout=1200)
     assert one.returncode == 0, one.stderr[-3000:]
     alone_rows = [r for r in store.trials(study_name="one worker") if r.status == "complete"]
     print(f"\nwall time: the 5-config grid with 2 workers {two_s:.0f} s; the guided search with 1 worker "

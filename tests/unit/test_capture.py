@@ -166,14 +166,19 @@ def test_errors_pass_through_and_are_not_recorded(upstream: str, tmp_path: Path)
 
 def test_sampling_redaction_and_duration(upstream: str, tmp_path: Path) -> None:
     out = tmp_path / "cap.jsonl"
-    capture = Capture(settings(upstream, out, sample=0.5, duration_s=3.0, seed=1,
+    capture = Capture(settings(upstream, out, sample=0.5, duration_s=5.0, seed=1,
                                redact=(re.compile(r"\b[\w.]+@[\w.]+\b"),)))
+    sent = 0
     for i in range(20):
-        httpx.post(capture.url + "/v1/completions", json={"model": "m", "prompt": f"{i} mail bob@example.com"})
+        try:
+            httpx.post(capture.url + "/v1/completions", json={"model": "m", "prompt": f"{i} mail bob@example.com"})
+        except httpx.ConnectError:  # a busy host: --duration ended the capture first
+            break
+        sent += 1
     summary = capture.wait()
     assert summary.stopped_by == "--duration reached"
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert 3 <= len(lines) <= 17 and summary.skipped["not sampled"] == 20 - len(lines)
+    assert sent >= 10 and 1 <= len(lines) <= sent - 1 and summary.skipped["not sampled"] == sent - len(lines)
     assert all(x["prompt"].endswith("mail [redacted]") for x in lines)
 
 
