@@ -507,6 +507,58 @@ def simulate(args: argparse.Namespace) -> None:
             print(f"  {n:>4} x {path}")
 
 
+def simulate_loads(args: argparse.Namespace) -> None:
+    """One study at every load of ``--table`` (a table per load, the same space): per load, how
+    often the answer the product names at that load is within 2 % of that load's grid best, and
+    how often the study measured such a config at all."""
+    quiet_optuna()
+    tables = [Table.load_file(path, args.method, args.max_k) for path in args.table]
+    if len({tuple(t.runs) for t in tables}) != 1:
+        raise SystemExit("the tables must hold the same configs (one space measured at each load)")
+    grid_size = len(tables[0].runs)
+    for path, table in zip(args.table, tables):
+        truth = {key: table.truth(key) for key in table.runs}
+        best = max(truth.values())
+        near = [table.labels[k] for k in truth if truth[k] >= best * (1 - WITHIN)]
+        print(f"{table.load}: grid's best {table.labels[max(truth, key=truth.get)]} at {best:.0f} tok/s; "
+              f"within {WITHIN:.0%}: {', '.join(near)} ({path.name})")
+    databases = Databases()
+    started = time.monotonic()
+    results = {}
+    try:
+        for name in ("guided", "grid"):
+            results[name] = [run_study(tables, name, args.repeats, grid_size, args.seed * 100_003 + run, databases,
+                                       args.noise, args.smooth, args.max_repeats, args.precision)
+                             for run in range(args.runs)]
+    finally:
+        databases.close()
+    elapsed = time.monotonic() - started
+    print(f"\n{args.runs} simulated studies per strategy at {', '.join(t.load for t in tables)} (one study, every "
+          f"load), --repeats {args.repeats}{replay_rule(args)}, --noise {args.noise:g}, seed {args.seed}; "
+          f"{elapsed:.0f} s")
+    print(f"{'strategy':<10} {'restarts mean':>13} {'max':>5} {'replays':>8} "
+          + " ".join(f"{t.load + ' answer | measured':>32}" for t in tables) + f" {'every load':>11}")
+    for name, studies in results.items():
+        answer = [[1 - t.truth(s.winners[i]) / max(t.truth(k) for k in t.runs) <= WITHIN for s in studies]
+                  for i, t in enumerate(tables)]
+        found = [[max(t.truth(k) for k in s.measured[i]) >= max(t.truth(k) for k in t.runs) * (1 - WITHIN)
+                  for s in studies] for i, t in enumerate(tables)]
+        every = statistics.mean(all(a[j] for a in answer) for j in range(len(studies)))
+        print(f"{name:<10} {statistics.mean(s.restarts for s in studies):>13.1f} {max(s.restarts for s in studies):>5d} "
+              f"{statistics.mean(s.replays for s in studies):>8.1f} "
+              + " ".join(f"{statistics.mean(a):>21.0%} | {statistics.mean(f):>8.0%}" for a, f in zip(answer, found))
+              + f" {every:>11.0%}")
+    print("(answer: the product's winner at that load, by choose(), within 2 % of that load's grid best; measured: "
+          "the study measured such a config at that load; every load: the answer within 2 % at all of them)")
+    if args.verbose:
+        for i, t in enumerate(tables):
+            print(f"{t.load} answers: " + ", ".join(f"{t.labels[k]} {n}" for k, n in
+                                                    Counter(s.winners[i] for s in results["guided"]).most_common()))
+        paths = Counter(" > ".join(tables[0].labels[k] for k in s.measured[0]) for s in results["guided"])
+        for path, n in paths.most_common(8):
+            print(f"  {n:>4} x {path}")
+
+
 # With --loads: how much dearer a step's speculation gets with the batch (one replay per level).
 LOAD_COST = {"concurrency 1": 0.5, "concurrency 4": 1.0, "concurrency 16": 2.0}
 
@@ -615,12 +667,19 @@ def main() -> None:
     s.add_argument("--method", action="append", help="simulate on this method's configs only (repeatable)")
     s.add_argument("--max-k", type=int, help="simulate on the configs with k <= this only")
     s.add_argument("--verbose", action="store_true", help="also the guided search's answers and trial orders")
+    ml = sub.add_parser("loads", help="one study at several loads on stored tables (--table per load)")
+    ml.add_argument("--table", type=Path, action="append", required=True, help="a stored table, one per load")
+    ml.add_argument("--runs", type=int, default=30)
+    ml.add_argument("--seed", type=int, default=0)
+    ml.add_argument("--method", action="append", help="simulate on this method's configs only (repeatable)")
+    ml.add_argument("--max-k", type=int, help="simulate on the configs with k <= this only")
+    ml.add_argument("--verbose", action="store_true", help="also the guided search's answers and trial orders")
     w = sub.add_parser("synthetic", help="run the strategies in made-up worlds, one study per world")
     w.add_argument("--worlds", type=int, default=WORLDS)
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--loads", action="store_true",
                    help="a study at three loads: does it measure each load's best k (for the schedule)?")
-    for p in (s, w):
+    for p in (s, ml, w):
         p.add_argument("--repeats", type=int, default=1, help="replays per trial, as tuner optimize --repeats")
         p.add_argument("--noise", type=float, default=DEFAULT_NOISE, help="as tuner optimize --noise")
         p.add_argument("--max-repeats", type=int, help="as tuner optimize --max-repeats")
@@ -630,7 +689,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "measure" and args.cpu == -1:
         args.cpu = None
-    {"measure": measure, "simulate": simulate, "synthetic": synthetic}[args.command](args)
+    {"measure": measure, "simulate": simulate, "loads": simulate_loads, "synthetic": synthetic}[args.command](args)
 
 
 if __name__ == "__main__":
