@@ -30,7 +30,7 @@ from pathlib import Path
 from tuner.engine import ServerOptions
 from tuner.engine.installed import gpu_name
 from tuner.replay import LoadSpec
-from tuner.search.space import SearchSpace
+from tuner.search.space import SearchSpace, block_ks
 from tuner.trial import MeasureSettings, measure_config_at_loads
 from tuner.workload import load_workload
 
@@ -96,8 +96,10 @@ def main() -> None:
             methods.append(method)
         if path:
             drafts.setdefault(method, []).append(path)
+    chosen = {m: tuple(p) for m, p in drafts.items()}
+    # A block drafter's k is its checkpoint's block size (--k does not apply to it).
     space = SearchSpace(methods=tuple(methods), ks=tuple(int(k) for k in args.k.split(",")),
-                        drafts={m: tuple(p) for m, p in drafts.items()})
+                        drafts=chosen, fixed_k=block_ks(chosen, {}))
     rates = tuple(float(r) for r in args.rates.split(","))
     loads = [LoadSpec("concurrency", int(c)) for c in args.concurrency.split(",")]
     loaded = load_workload(ROOT / "workloads" / "code.jsonl")

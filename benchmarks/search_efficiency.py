@@ -68,7 +68,7 @@ from tuner.metrics import Acceptance
 from tuner.replay import LoadSpec, ReplaySummary
 from tuner.search import study as study_module
 from tuner.search.answer import DEFAULT_NOISE
-from tuner.search.guided import drafter_of, k_of, key_of, run_noise
+from tuner.search.guided import drafter_of, k_of, key_of, mean_noise
 from tuner.search.space import Candidate, SearchSpace, parse_lookup
 from tuner.search.study import OptimizeSettings, optimize
 from tuner.stats import mad
@@ -286,7 +286,7 @@ def table_server(tables: Sequence[Table], rng: random.Random, smooth: bool = Fal
             if key is None:
                 raise TunerError(f"{spec.label if spec else 'baseline'} is not in the stored table")
             replays: list[float] = []
-            while not enough_replays(replays, settings):
+            while not enough_replays(replays, settings, load.label):
                 replays.append(draw_replay(table.runs[key], rng, smooth))
             if drawn is not None:
                 drawn.append(len(replays))
@@ -358,7 +358,7 @@ class Study:
     restarts: int
     winners: list[str]  # per load: the answer's winner (the baseline when speculation stays off)
     measured: list[list[str]]  # per load: the configs measured, in order
-    run_noise: float  # the run-to-run noise the guided search used at the end
+    run_noise: float  # the noise the guided search used at the end (tuner.search.guided.mean_noise)
     replays: int = 0  # replays drawn in all, over every trial and load
 
 
@@ -396,8 +396,8 @@ def run_study(tables: Sequence[Table], strategy: str, repeats: int, budget: int,
     measured = [[table.key_of_config(r.config) for r in rows if r.load == load.label and r.status == "complete"]
                 for load, table in zip(loads, tables)]
     # What the study loop gave the guided search last (the same expression as in study.py).
-    spread = run_noise([r.tokens_per_s_mad / r.tokens_per_s for r in rows if r.load == loads[0].label
-                        and r.repeats > 1 and r.tokens_per_s and r.tokens_per_s_mad is not None])
+    repeated = [r for r in rows if r.repeats > 1 and r.tokens_per_s and r.tokens_per_s_mad is not None]
+    spread = mean_noise([r.tokens_per_s_mad / r.tokens_per_s for r in repeated], [r.repeats for r in repeated])
     return Study(outcome.restarts, winners, measured, spread, sum(drawn))
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import itertools
 import platform
+import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,6 +47,10 @@ class MeasureSettings:
     # interval, relative) or ``max_repeats`` replays; None: exactly ``repeats``.
     max_repeats: int | None = None
     precision: float = 0.02
+    # Load label -> tokens/s that a config must be able to reach to still be chosen there (the
+    # study's best so far, less the tie tolerance): a config whose 95 % interval ends below it
+    # needs no more replays at that load, however imprecise (``enough_replays``).
+    out_of_reach: Mapping[str, float] = field(default_factory=dict, hash=False)
     sampling_seed: int | None = 0  # seeds requests that sample without a seed of their own
     # A transient fault (TunerError.transient: a port taken, GPU memory not freed yet) is tried
     # again this many times, after retry_wait_s, then twice that, and so on.
@@ -356,15 +361,22 @@ def _warm_up(server: VllmServer, model: str, workload: Workload, load: LoadSpec,
                          f"check the workload against the server log {server.log_path}")
 
 
-def enough_replays(tokens_per_s: Sequence[float], settings: MeasureSettings) -> bool:
+def enough_replays(tokens_per_s: Sequence[float], settings: MeasureSettings, load: str | None = None) -> bool:
     """``repeats`` replays, then more on the same server until the tokens/s is known to
-    ``precision`` or ``max_repeats`` is reached."""
+    ``precision`` or ``max_repeats`` is reached, or until the 95 % interval of its mean ends
+    below what it would need to be chosen at ``load`` (``settings.out_of_reach``): precision
+    decides between contenders, and a config out of reach is none (on the H200, six replays
+    of 48 s each at concurrency 1 went to a draft model at a third of the best's speed)."""
     n = len(tokens_per_s)
     if n < settings.repeats:
         return False
     if settings.max_repeats is None or n >= settings.max_repeats:
         return True
-    return relative_precision(tokens_per_s) <= settings.precision
+    precision = relative_precision(tokens_per_s)
+    reach = settings.out_of_reach.get(load) if load is not None else None
+    if reach is not None and statistics.fmean(tokens_per_s) * (1 + precision) < reach:
+        return True
+    return precision <= settings.precision
 
 
 def _replays(server: VllmServer, model: str, spec: SpecConfig | None, workload: Workload,
@@ -375,7 +387,7 @@ def _replays(server: VllmServer, model: str, spec: SpecConfig | None, workload: 
     kept."""
     runs: list[RunResult] = []
     most = settings.max_repeats or settings.repeats
-    while not enough_replays([r.summary.output_tokens_per_s for r in runs], settings):
+    while not enough_replays([r.summary.output_tokens_per_s for r in runs], settings, load.label):
         repeat = len(runs)
         if repeat:
             _reset_prefix_cache(server)

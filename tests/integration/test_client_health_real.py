@@ -78,7 +78,9 @@ def test_a_client_lagging_the_server_is_replayed_once_then_bound_and_said(tiny_m
         # The client's TTFT p50 is many times the server's own (the demo: 427 ms against 22 ms);
         # the server's median bucket, not its mean, is what the rule reads.
         assert r.ttft_p50_s > LAG_FACTOR * 0.04 + LAG_SLACK_S, (r.label, r.ttft_p50_s, r.server_ttft_mean_s)
-        assert r.ttft_p50_s > (5 if r.config is None else 2) * r.server_ttft_mean_s  # ngram's own TTFT is longer
+        # Twice the server's own mean at least (seen: 8.5x for the baseline on an idle host, 4.9x
+        # on one twice as slow, where the server's own TTFT grew to 103 ms).
+        assert r.ttft_p50_s > 2 * r.server_ttft_mean_s, (r.label, r.ttft_p50_s, r.server_ttft_mean_s)
         assert CLIENT_BOUND in r.marks and CLIENT_LAG in r.marks, r.marks
     engine = open_database(url)
     with engine.connect() as connection:

@@ -5,7 +5,7 @@ import pytest
 
 from tuner.errors import UsageError
 from tuner.replay import LoadSpec
-from tuner.search.guided import GuidedSearch, drafter_of, k_of, key_of, observation, run_noise
+from tuner.search.guided import GuidedSearch, drafter_of, k_of, key_of, mean_noise, observation, run_noise
 from tuner.search.predict import Observation, Prediction, StepCostModel, prediction_miss
 from tuner.search.k_by_batch_size import batch_ranges
 from tuner.search.slo import parse_slo
@@ -198,6 +198,24 @@ def test_run_noise_undoes_the_shortfall_of_the_mad_of_three_repeats():
     assert run_noise(spreads) == 0.005
     assert run_noise(spreads, [3, 3, 3]) == pytest.approx(0.005 / 0.534)
     assert run_noise([]) == 0.02
+
+
+def test_the_margin_is_how_well_a_trial_s_mean_is_known_so_more_replays_search_closer():
+    # Replays that spread 10 % (relative MAD, 8 replays each): one replay is known to 10 %, a
+    # trial's mean of 8 to 10 % / sqrt(8) = 3.5 %.
+    spreads, repeats = [0.1, 0.1, 0.1], [8, 8, 8]
+    assert mean_noise(spreads, repeats) == pytest.approx(run_noise(spreads, repeats) / 8 ** 0.5)
+    assert mean_noise([], []) == run_noise([]) == 0.02
+    # Measured: the baseline, k=6 (100 tok/s) and k=3, the best (104). k=4 may still beat k=3
+    # by a few per cent: more than a mean of 8 replays can tell apart, less than one replay can.
+    candidates = SearchSpace(methods=("ngram",), ks=(1, 2, 3, 4, 5, 6)).candidates()
+    figures = {0: 60.0, 3: 104.0, 6: 100.0}
+    measured = {key_of(c.params): observation(c.params, figures[k_of(c.params)], PROFILE[:k_of(c.params)] or None)
+                for c in candidates if k_of(c.params) in figures}
+    by_one_replay = GuidedSearch(candidates, noise=run_noise(spreads, [1, 1, 1])).propose(dict(measured))
+    by_the_mean = GuidedSearch(candidates, noise=mean_noise(spreads, repeats)).propose(dict(measured))
+    assert by_one_replay is None
+    assert by_the_mean is not None and by_the_mean.candidate.label == "ngram k=4", by_the_mean
 
 
 def test_a_failed_drafter_is_not_proposed_again():

@@ -98,6 +98,8 @@ def test_configs_shown_equal_go_to_the_smaller_k_and_the_rest_are_undecided():
 
 
 def test_relative_precision_and_the_replays_it_asks_for():
+    from dataclasses import replace
+
     from tuner.stats import relative_precision
     from tuner.trial import MeasureSettings, enough_replays
 
@@ -113,6 +115,15 @@ def test_relative_precision_and_the_replays_it_asks_for():
     assert enough_replays([100.0, 110.0, 95.0, 105.0, 90.0], until)  # the cap
     with pytest.raises(UsageError, match="--max-repeats must be >= --repeats"):
         MeasureSettings(repeats=3, max_repeats=2)
+    # Out of reach: the best so far needs 300 tok/s at concurrency 1. Replays of 100 and 110
+    # (mean 105, +-60 % at 95 %: at most 169) cannot get there, so two suffice there; at a
+    # load with no best yet, or one whose bar the interval reaches, precision still decides.
+    reach = replace(until, out_of_reach={"concurrency 1": 300.0, "concurrency 8": 150.0})
+    assert enough_replays([100.0, 110.0], reach, "concurrency 1")
+    assert not enough_replays([100.0, 110.0], reach, "concurrency 8")  # 169 > 150: a contender
+    assert not enough_replays([100.0, 110.0], reach, "concurrency 32")
+    assert not enough_replays([100.0, 110.0], reach)
+    assert not enough_replays([100.0], reach, "concurrency 1")  # one replay has no interval
 
 
 def test_a_steady_config_beats_a_noisy_one_with_the_same_median():

@@ -325,3 +325,33 @@ def test_a_trial_another_worker_took_over_is_dropped_with_one_sentence(setup, mo
     assert calls == ["baseline", "ngram k=1", "ngram k=1"]
     assert sum("was finished by another worker" in p for p in progress.said) == 1
     assert outcome.verdict.label == "ngram k=1"
+
+
+def test_with_max_repeats_each_trial_is_told_what_it_must_reach_to_be_chosen(setup, monkeypatch):
+    """--max-repeats: a trial replays until the decision is clear, and a config whose interval
+    ends below the study's best so far (less the 2 % run noise that ties configs) is no
+    contender: the study hands each trial that bar per load (``MeasureSettings.out_of_reach``)."""
+    from dataclasses import replace
+
+    url, store, workload, settings = setup
+    seen = []
+
+    def measure(model, spec, workload, settings, progress):
+        seen.append((spec.label if spec else "baseline", dict(settings.out_of_reach)))
+        return [fake_measurement(spec, world(spec)[0], per_position=world(spec)[1])]
+
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
+    space = SearchSpace(methods=("ngram",), ks=(2, 4))
+    grid = OptimizeSettings(trials=5, strategy="grid")
+    optimize("m", workload, space, replace(settings, max_repeats=4), store, optuna_storage(url), grid, Quiet())
+    measured = {label: tokens for label, tokens in ((r.label, r.tokens_per_s) for r in store.trials())}
+    assert [label for label, _ in seen] == ["baseline", "ngram k=2", "ngram k=4"]
+    assert seen[0][1] == {}  # nothing measured yet: the baseline is measured to its precision
+    assert seen[1][1] == {"concurrency 1": pytest.approx(measured["baseline"] * 0.98)}
+    best = max(measured["baseline"], measured["ngram k=2"])
+    assert seen[2][1] == {"concurrency 1": pytest.approx(best * 0.98)}
+    # Without --max-repeats every trial takes --repeats replays: no bar is handed on.
+    seen.clear()
+    optimize("m", workload, space, settings, store, optuna_storage(url),
+             OptimizeSettings(trials=5, strategy="grid", name="fixed repeats"), Quiet())
+    assert seen and all(reach == {} for _, reach in seen)

@@ -92,8 +92,9 @@ def test_the_reaper_takes_down_a_server_that_ignores_sigterm_when_its_parent_is_
                 "c = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
                 "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)']); "
                 f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{c.pid}}'); time.sleep(600)")
-    starter = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-m', 'tuner.engine.reaper', "
-               f"'--grace', '1', '--', sys.executable, '-c', {stubborn!r}], start_new_session=True); time.sleep(600)")
+    starter = ("import os, subprocess, sys, time; subprocess.Popen([sys.executable, '-m', 'tuner.engine.reaper', "
+               f"'--grace', '1', '--parent', str(os.getpid()), '--', sys.executable, '-c', {stubborn!r}], "
+               "start_new_session=True); time.sleep(600)")
     parent, server = subprocess.Popen([sys.executable, "-c", starter]), None
     try:
         deadline = time.monotonic() + 30
@@ -110,6 +111,32 @@ def test_the_reaper_takes_down_a_server_that_ignores_sigterm_when_its_parent_is_
         if parent.poll() is None:
             parent.kill()
         if server is not None and alive(server):  # only this test's own group
+            os.killpg(os.getpgid(server), signal.SIGKILL)
+
+
+def test_the_reaper_takes_down_its_server_when_its_parent_died_before_it_started_watching(tmp_path):
+    """The tuner SIGKILLed right after it started the reaper, before the reaper's Python had
+    read its parent (the fault suite's case): the reaper is told the tuner's pid, finds it
+    gone at once and takes its server's group down."""
+    pids = tmp_path / "pids"
+    stubborn = ("import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                f"open({str(pids)!r}, 'w').write(str(os.getpid())); time.sleep(600)")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that is no longer this reaper's parent: the tuner, dead already
+    reaper = subprocess.Popen([sys.executable, "-m", "tuner.engine.reaper", "--grace", "1", "--parent",
+                               str(gone.pid), "--", sys.executable, "-c", stubborn], start_new_session=True)
+    server = None
+    try:
+        assert reaper.wait(30) != 0  # it took its own group down, itself included
+        deadline = time.monotonic() + 10
+        while not pids.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        server = int(pids.read_text()) if pids.exists() else None
+        assert server is None or not alive(server)
+    finally:
+        if reaper.poll() is None:
+            os.killpg(reaper.pid, signal.SIGKILL)
+        if server is not None and alive(server):
             os.killpg(os.getpgid(server), signal.SIGKILL)
 
 

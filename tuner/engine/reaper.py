@@ -1,9 +1,12 @@
 """Run the vLLM server as a child and take its whole process group down when the tuner dies.
 
-``python -m tuner.engine.reaper --grace S -- ARGV...`` leads the server's process group (the tuner starts it
-with ``start_new_session``), starts ARGV in that group and exits with its code. When the tuner
-is gone (killed, even by SIGKILL: this process's parent changes) or asks it to stop (SIGTERM),
-it sends SIGTERM to the group and SIGKILL after a grace period. vLLM itself is not enough: a
+``python -m tuner.engine.reaper --grace S --parent PID -- ARGV...`` leads the server's process group
+(the tuner starts it with ``start_new_session``), starts ARGV in that group and exits with its
+code. When the tuner (PID) is gone (killed, even by SIGKILL: this process's parent is no longer
+PID) or asks it to stop (SIGTERM), it sends SIGTERM to the group and SIGKILL after a grace
+period. The tuner names its PID because it can die before this process has read its own
+parent: a reaper that took its parent at start as the one to watch then watched init, and left
+a server running (seen in the fault suite: the tuner SIGKILLed as its server started). vLLM itself is not enough: a
 SIGTERM that reaches its API server while the engine is still starting can leave the API server
 and its engine processes running, holding the GPUs (docs/notes-from-code.md#tunerenginereaper).
 """
@@ -30,11 +33,11 @@ def _take_down_group(server: subprocess.Popen[bytes], grace_s: float) -> None:
 
 
 def main(args: list[str]) -> int:
-    if len(args) < 4 or args[0] != "--grace" or args[2] != "--":
-        print("usage: python -m tuner.engine.reaper --grace SECONDS -- COMMAND [ARGS...]", file=sys.stderr)
+    if len(args) < 6 or args[0] != "--grace" or args[2] != "--parent" or args[4] != "--":
+        print("usage: python -m tuner.engine.reaper --grace SECONDS --parent PID -- COMMAND [ARGS...]",
+              file=sys.stderr)
         return 2
-    grace_s, argv = float(args[1]), args[3:]
-    parent = os.getppid()
+    grace_s, parent, argv = float(args[1]), int(args[3]), args[5:]
     stop_asked = False
 
     def on_term(signum: int, frame: object) -> None:

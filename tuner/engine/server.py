@@ -119,7 +119,8 @@ def _dies_with_us(argv: list[str], grace_s: float) -> list[str]:
     """The server's whole process group goes when the process that started it dies, even by
     SIGKILL (a killed worker must not leave a server holding its GPUs): tuner.engine.reaper
     leads the group, watches its parent and stops the server (TERM, then KILL after grace_s)."""
-    return [sys.executable, "-m", "tuner.engine.reaper", "--grace", str(grace_s), "--", *argv]
+    return [sys.executable, "-m", "tuner.engine.reaper", "--grace", str(grace_s), "--parent", str(os.getpid()),
+            "--", *argv]
 
 
 def process_group_alive(pgid: int) -> bool:

@@ -9,7 +9,8 @@ Order of trials:
    predicted gain against the model's uncertainty (expected improvement);
 4. stop when no unmeasured config can plausibly beat the best by more than the noise: its
    predicted tokens/s plus ``z`` standard deviations stays below best * (1 + noise). ``noise``
-   is the run-to-run spread measured by the repeats. The winner is always a measured config,
+   is how well a trial's figure is known: the run-to-run spread measured by the repeats, over
+   the square root of the replays a trial takes (``mean_noise``). The winner is always a measured config,
    so a predicted winner is confirmed by measurement before it is named;
 5. a trial measured above its prediction by more than ``z`` standard deviations of the
    prediction and the noise together (``predict.prediction_miss``) shows that the model's shape
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
@@ -94,6 +96,18 @@ def run_noise(spreads: Sequence[float], repeats: Sequence[int] | None = None) ->
         spreads = [s / mad_median_ratio(n) for s, n in zip(spreads, repeats, strict=True)]
     ordered = sorted(spreads)
     return ordered[len(ordered) // 2] if ordered else DEFAULT_RUN_NOISE
+
+
+def mean_noise(spreads: Sequence[float], repeats: Sequence[int]) -> float:
+    """How well a trial's figure is known: the run-to-run spread of one replay (``run_noise``)
+    over the square root of the replays a trial takes (their median). With ``--max-repeats`` a
+    trial replays until its mean is known to ``--precision``: comparing it with a config's
+    prediction by one replay's spread would let the search stop before a config that the
+    measured figures could still tell apart (at a load whose replays spread 10 %, any config
+    less than 10 % better than the best)."""
+    if not repeats:
+        return run_noise(spreads)
+    return run_noise(spreads, repeats) / math.sqrt(statistics.median(repeats))
 
 
 def _phi(x: float) -> float:

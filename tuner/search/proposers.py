@@ -19,7 +19,7 @@ from typing import Protocol
 import optuna
 from optuna.trial import TrialState
 
-from tuner.search.guided import DEFAULT_RUN_NOISE, GuidedSearch, key_of, run_noise
+from tuner.search.guided import DEFAULT_RUN_NOISE, GuidedSearch, key_of, mean_noise
 from tuner.search.predict import Observation
 from tuner.search.space import Candidate
 
@@ -100,7 +100,7 @@ class GuidedProposer:
         self.spreads = spreads
 
     def enqueue_next(self, study, measured, pending, not_measured) -> bool:
-        self.search.noise = run_noise(*self.spreads())
+        self.search.noise = mean_noise(*self.spreads())
         proposal = self.search.propose({k: o for k, o in measured.items() if k not in not_measured},
                                        pending, not_measured)
         if proposal is None:

@@ -17,7 +17,7 @@ import json
 import platform
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import optuna
@@ -28,9 +28,9 @@ from tuner.engine.installed import gpu_name
 from tuner.engine.server import synthetic_text
 from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
-from tuner.search.answer import DEFAULT_NOISE, Answer, choose
+from tuner.search.answer import DEFAULT_NOISE, Answer, choose, trial_stats
 from tuner.search.output_check import NEAR_TIE_MARGIN, BaselineOutputs, compare_outputs, output_changed, worst
-from tuner.search.guided import DEFAULT_Z, key_of, observation
+from tuner.search.guided import DEFAULT_RUN_NOISE, DEFAULT_Z, key_of, observation
 from tuner.search.proposers import Proposer, QueueProposer, SamplerProposer, guided_proposer, to_rerun
 from tuner.search.predict import Observation
 from tuner.search.k_by_batch_size import (KByBatchSize, best_single, k_by_batch_size_beats_single,
@@ -370,6 +370,19 @@ def _measure_k_by_batch_size(k_by_batch_size: KByBatchSize, name: str, model: st
     return [r for r in store.trials(study_name=name) if r.kind == "k_by_batch_size"][-len(measurements):]
 
 
+def _with_reach(settings: MeasureSettings, store: ResultStore, name: str) -> MeasureSettings:
+    """``settings`` with, at each load, the tokens/s a config must be able to reach to still be
+    chosen there: the best score measured so far less the run noise that ties configs
+    (``choose``). Only with --max-repeats: without it every trial takes ``repeats`` replays."""
+    if settings.max_repeats is None:
+        return settings
+    best: dict[str, float] = {}
+    for row in store.trials(study_name=name):
+        if row.status == "complete" and row.tokens_per_s and row.kind == "study":
+            best[row.load] = max(best.get(row.load, 0.0), trial_stats(row).score)
+    return replace(settings, out_of_reach={load: value * (1 - DEFAULT_RUN_NOISE) for load, value in best.items()})
+
+
 def _run_trial(study, trial, candidate, model, workload, settings, store, run_id, progress,
                position: tuple[int, int], options: OptimizeSettings, measure) -> list[Measurement] | None:
     config = candidate.spec.to_vllm() if candidate.spec else None
@@ -381,7 +394,8 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
         reason=trial.user_attrs.get("proposal_reason"))
     try:
         progress.trial_started(trial.number, candidate.label, *position)
-        measurements = measure(model, candidate.spec, workload, settings, progress)
+        measurements = measure(model, candidate.spec, workload, _with_reach(settings, store, study.study_name),
+                               progress)
         _check_not_taken_over(study, trial)
     except KeyboardInterrupt:
         trial.set_user_attr(INTERRUPTED, True)

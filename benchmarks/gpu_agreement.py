@@ -1,0 +1,169 @@
+"""The tuner's figures against ``vllm bench serve`` on a GPU: same server, same requests, per load.
+
+For each config (the baseline and each ``--config NAME=SPEC_JSON``) one server is started
+(tuner.engine.VllmServer, as a trial starts it, with ``--synthetic-acceptance`` applied to the
+speculative config). At each concurrency the first requests of the workload (``--requests``
+per load) are exported as vLLM's custom dataset and measured in turn by vLLM's own benchmark
+client and by the tuner's measurement path (``agreement.run_vllm_bench`` and
+``agreement.run_tuner``, the steps of ``tuner.trial.measure_config``), ``--rounds`` times each,
+alternating. The output: every run's tokens/s, each tool's ratio to the baseline at each load and
+the k each tool would choose there, in ``--out`` (JSON, resumable: configs already in it are
+not measured again) and as a table.
+
+    python3 benchmarks/gpu_agreement.py --model /root/models/target \\
+        --server-cmd 'python3 -m vllm.entrypoints.cli.main serve {model}' \\
+        --server-arg=--load-format=dummy --synthetic-acceptance 0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10 \\
+        --config 'eagle3 k=2={"method": "eagle3", "model": "/root/models/eagle3-8b", "num_speculative_tokens": 2}' \\
+        --concurrency 1,8,32 --requests 1=16,8=64,32=192 --out gpu-agreement.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import agreement  # noqa: E402  (benchmarks/agreement.py: the CPU build's side-by-side check)
+
+from tuner.engine import ServerOptions, SpecConfig, VllmServer  # noqa: E402
+from tuner.replay import LoadSpec, replay  # noqa: E402
+from tuner.workload import Request, load_workload  # noqa: E402
+
+RATIO_TOLERANCE = 0.05  # the two tools' ratios to the baseline, relative
+REPEAT_TOLERANCE = 0.03  # each tool's own runs of one config at one load
+
+
+def distinct_copies(requests: list[Request], n: int) -> list[Request]:
+    """``n`` requests: the workload's, then copies whose prompts start with a line of their own,
+    so that no copy is served from the prefix cache of another."""
+    out = []
+    for i in range(n):
+        r = requests[i % len(requests)]
+        copy = i // len(requests)
+        prompt = r.prompt if copy == 0 else f"# pass {copy + 1}\n{r.prompt}"
+        out.append(replace(r, prompt=prompt, id=f"{r.id}-{copy}", arrival_s=None))
+    return out
+
+
+def measure_load(server: VllmServer, model: str, requests: list[Request], concurrency: int, k: int | None,
+                 rounds: int, warmup: int, folder: Path) -> dict[str, list[float]]:
+    """tokens/s of each tool's runs at one load, vllm first in odd rounds, the tuner in even ones."""
+    folder.mkdir(parents=True, exist_ok=True)
+    dataset = folder / "dataset.jsonl"
+    agreement.write_dataset(requests, dataset)
+    # The first pass over new batch shapes is slower on either tool: once, unmeasured.
+    replay(server.base_url, model, requests[: max(concurrency * 2, 8)], LoadSpec("concurrency", concurrency))
+    figures: dict[str, list[float]] = {"vllm": [], "tuner": []}
+    for round_ in range(1, rounds + 1):
+        for tool in (("vllm", "tuner") if round_ % 2 else ("tuner", "vllm")):
+            if tool == "vllm":
+                name = f"vllm-c{concurrency}-{round_}"
+                result, window = agreement.run_vllm_bench(
+                    agreement.vllm_bench_argv(server.base_url, model, dataset, requests, concurrency, warmup,
+                                              folder, name), folder / f"{name}.txt", server)
+                # vLLM 0.26.0's result has no per-request latencies: only its totals are read.
+                tokens_per_s, failed = result["output_throughput"], result["failed"]
+            else:
+                run = agreement.run_tuner(server, model, requests, concurrency, warmup, k, round_,
+                                          folder / f"tuner-c{concurrency}-{round_}.json")
+                tokens_per_s, failed = run.output_tokens_per_s, run.failed
+            figures[tool].append(tokens_per_s)
+            print(f"  c{concurrency} {tool} #{round_}: {tokens_per_s:.0f} tok/s, failed {failed}", flush=True)
+    return figures
+
+
+def summarize_ratios(record: dict) -> list[dict]:
+    """Per load and config: each tool's mean tokens/s, own spread and ratio to the baseline."""
+    rows = []
+    base = record["configs"]["baseline"]["loads"]
+    for name, config in record["configs"].items():
+        for load, tools in config["loads"].items():
+            row = {"config": name, "load": load}
+            for tool, runs in tools.items():
+                mean = statistics.fmean(runs)
+                row[f"{tool} tok/s"] = round(mean, 1)
+                row[f"{tool} spread"] = round((max(runs) - min(runs)) / mean, 4)
+                row[f"{tool} ratio"] = round(mean / statistics.fmean(base[load][tool]), 4)
+            row["ratio difference"] = round(row["tuner ratio"] / row["vllm ratio"] - 1, 4)
+            rows.append(row)
+    return rows
+
+
+def choices(rows: list[dict]) -> dict[str, dict[str, str]]:
+    """Per load, the config each tool measured fastest."""
+    out: dict[str, dict[str, str]] = {}
+    for load in sorted({r["load"] for r in rows}, key=int):
+        at = [r for r in rows if r["load"] == load]
+        out[load] = {tool: max(at, key=lambda r: r[f"{tool} tok/s"])["config"] for tool in ("vllm", "tuner")}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--workload", default="workloads/code.jsonl")
+    parser.add_argument("--server-cmd", default=None)
+    parser.add_argument("--server-arg", action="append", default=[])
+    parser.add_argument("--synthetic-acceptance", default=None)
+    parser.add_argument("--config", action="append", default=[], metavar="NAME=SPEC_JSON")
+    parser.add_argument("--concurrency", default="1,8,32")
+    parser.add_argument("--requests", default="1=16,8=64,32=192", help="requests per load: C=N,...")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=4)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--log-dir", type=Path, default=Path("gpu-agreement-logs"))
+    parser.add_argument("--deadline-s", type=float, default=None, help="start no config after this many seconds")
+    args = parser.parse_args()
+    started = time.monotonic()
+    loads = [int(c) for c in args.concurrency.split(",")]
+    per_load = {int(c): int(n) for c, n in (x.split("=") for x in args.requests.split(","))}
+    source = [r for r in load_workload(args.workload).requests]
+    # NAME=SPEC_JSON, where NAME may hold "=" itself ("eagle3 k=2"): the JSON starts at "={".
+    configs = {"baseline": None, **{name: SpecConfig.from_json("{" + spec) for name, spec in
+                                    (c.split("={", 1) for c in args.config)}}
+    record = json.loads(args.out.read_text()) if args.out.exists() else {
+        "model": args.model, "workload": args.workload, "requests": per_load, "rounds": args.rounds,
+        "warmup": args.warmup, "synthetic_acceptance": args.synthetic_acceptance, "configs": {}}
+    rates = tuple(float(x) for x in args.synthetic_acceptance.split(",")) if args.synthetic_acceptance else None
+    for name, spec in configs.items():
+        if name in record["configs"]:
+            continue
+        if args.deadline_s and time.monotonic() - started > args.deadline_s:
+            print(f"deadline: {name} left for the next call", flush=True)
+            break
+        options = ServerOptions(server_cmd=args.server_cmd, server_args=args.server_arg, log_dir=args.log_dir,
+                                synthetic_acceptance=rates if spec else None)
+        print(f"{name}: starting", flush=True)
+        with VllmServer(args.model, spec, options) as server:
+            entry = {"spec": spec.to_vllm() if spec else None, "startup_s": round(server.startup_s or 0, 1),
+                     "command": server.command(), "loads": {}}
+            print(f"{name}: ready in {server.startup_s:.0f} s", flush=True)
+            for c in loads:
+                requests = distinct_copies(source, per_load[c])
+                entry["loads"][str(c)] = measure_load(server, args.model, requests, c, spec.k if spec else None,
+                                                      args.rounds, args.warmup,
+                                                      args.out.parent / "gpu-agreement-runs" / name.replace(" ", "_"))
+        record["configs"][name] = entry
+        args.out.write_text(json.dumps(record, indent=1))
+    if "baseline" in record["configs"]:
+        record["rows"] = summarize_ratios(record)
+        record["choices"] = choices(record["rows"])
+        args.out.write_text(json.dumps(record, indent=1))
+        print(f"{'config':<14} {'load':>4} {'vllm tok/s':>10} {'tuner tok/s':>11} {'vllm x':>7} {'tuner x':>8} "
+              f"{'diff':>7} {'spreads v/t':>12}")
+        for r in record["rows"]:
+            print(f"{r['config']:<14} {r['load']:>4} {r['vllm tok/s']:>10.0f} {r['tuner tok/s']:>11.0f} "
+                  f"{r['vllm ratio']:>7.3f} {r['tuner ratio']:>8.3f} {r['ratio difference']:>+7.1%} "
+                  f"{r['vllm spread']:>5.1%}/{r['tuner spread']:.1%}")
+        print("fastest per load (vllm / tuner):", record["choices"])
+    print(f"took {time.monotonic() - started:.0f} s on {os.uname().nodename}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# On an offline H200 host, in calls of at most 10 minutes (docs/gpu.md, "Agreement with vllm bench
+# serve" and "An answer in ten minutes"): the install from deploy/offline-gpu alone, the models,
+# then the tuner against `vllm bench serve` on the same server and requests (benchmarks/gpu_agreement.py),
+# then `tuner optimize` with the default search over every method, timed.
+#
+# Call 1 (payload part 1, carry .gpu/p1): `mkdir -p /root/gpu-stage && cp .gpu/p1/* /root/gpu-stage/`.
+# Every later call carries .gpu/p2 and .gpu/p3: `bash benchmarks/gpu_agreement.sh`. Each call goes on
+# where the last stopped (state in /root/run on a warm host) and copies what it has to $OUT.
+# DEADLINE_S: seconds this call may use. STEPS: which steps, in order.
+set -uo pipefail
+R=/root/run
+mkdir -p "$R/logs"
+SECONDS=0
+DEADLINE_S=${DEADLINE_S:-560}
+left() { echo $((DEADLINE_S - SECONDS)); }
+done_() { touch "$R/done-$1"; }
+is_done() { [ -f "$R/done-$1" ]; }
+finish() {  # one archive: the device tool brings back at most 8 files
+    (cd "$R" && tar czf "$OUT/gpu-run.tgz" --exclude='*.safetensors' . 2>/dev/null)
+    echo "call took ${SECONDS}s; done: $(ls "$R" | grep '^done-' | tr '\n' ' ')"
+}
+trap finish EXIT
+
+if ! is_done install; then  # the steps of docs/gpu.md, "Installing offline", and nothing else
+    bash .gpu/p2/setup.sh > "$R/logs/setup.log" 2>&1 || { tail -30 "$R/logs/setup.log"; exit 1; }
+    tail -4 "$R/logs/setup.log"
+    done_ install
+fi
+. /root/gpu-env.sh
+export PYTHONUNBUFFERED=1
+command -v tuner > /dev/null || { echo "no tuner command after setup.sh"; exit 1; }
+if ! is_done models; then
+    python3 /root/gpu-stage/mkmodel.py /root/models > "$R/logs/mkmodel.log" 2>&1 || { tail -20 "$R/logs/mkmodel.log"; exit 1; }
+    python3 benchmarks/gpu_models.py /root/models >> "$R/logs/mkmodel.log" 2>&1 || { tail -20 "$R/logs/mkmodel.log"; exit 1; }
+    tail -5 "$R/logs/mkmodel.log"
+    done_ models
+fi
+SERVE="python3 -m vllm.entrypoints.cli.main serve {model}"
+PROFILE=0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10  # EAGLE-3 on Llama-3.1-8B, vllm#26191 (docs/gpu.md)
+STEPS=" ${STEPS:-agreement tenmin} "
+wants() { case "$STEPS" in *" $1 "*) return 0 ;; esac; return 1; }
+E3=/root/models/eagle3-8b
+
+if wants agreement && ! is_done agreement && [ "$(left)" -gt 150 ]; then
+    timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
+        --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
+        --synthetic-acceptance "$PROFILE" --concurrency 1,8,32 --requests 1=16,8=64,32=192 --rounds 2 \
+        --config "eagle3 k=2={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 2}" \
+        --config "eagle3 k=3={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 3}" \
+        --config "eagle3 k=4={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 4}" \
+        --out "$R/gpu-agreement.json" --log-dir "$R/logs" --deadline-s "$(( $(left) - 170 ))" 2>&1 \
+        | tee -a "$R/agreement.log" | grep -v '^\s*$' | tail -25
+    python3 -c "import json, sys; sys.exit(0 if 'rows' in json.load(open('$R/gpu-agreement.json')) and len(json.load(open('$R/gpu-agreement.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ agreement
+fi
+
+if wants tenmin && ! is_done tenmin && [ "$(left)" -gt 300 ]; then
+    # 144 requests (the 48 code requests three times, 48 tokens each): 4.5 per client at 32.
+    python3 - <<'PY'
+import json
+lines = open("workloads/code.jsonl").read().splitlines()
+with open("/root/run/code144.jsonl", "w") as out:
+    for copy in range(3):
+        for line in lines:
+            r = json.loads(line); r["max_tokens"] = r["output_tokens"] = 48; r["id"] = f"{r['id']}-{copy}"
+            r.pop("arrival_s", None)
+            if copy:
+                r["prompt"] = f"# pass {copy + 1}\n" + r["prompt"]
+            out.write(json.dumps(r) + "\n")
+PY
+    started=$(date +%s.%N)
+    timeout -s TERM "$(( $(left) - 20 ))" tuner optimize --workload "$R/code144.jsonl" --model /root/models/target \
+        --name "ten minutes" --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
+        --method eagle3 --method draft_model --method ngram --draft "eagle3=$E3" --draft /root/models/dflash-8b \
+        --draft draft_model=/root/models/draft-250m --k 1-8 --concurrency 1,8,32 \
+        --synthetic-acceptance "$PROFILE" --max-repeats 6 --gpus 0 \
+        --db "sqlite:///$R/tuner.db" --log-dir "$R/logs" --no-warm-start > "$R/tenmin.txt" 2> "$R/tenmin-progress.log"
+    rc=$?
+    echo "tenmin rc=$rc wall $(python3 -c "import time; print(round(time.time() - $started, 1))") s" | tee "$R/tenmin-wall.txt"
+    tail -40 "$R/tenmin.txt"
+    [ "$rc" = 0 ] && done_ tenmin
+fi
+
+if wants blockrows && ! is_done blockrows && [ "$(left)" -gt 200 ]; then
+    # docs/gpu.md section 2's step-cost table, the block drafters' rows (k fixed by their block
+    # size, 8 queries a step), resuming the committed table so only the new rows are measured.
+    [ -f "$R/gpu-step-cost.json" ] || cp benchmarks/data/gpu-step-cost.json "$R/"
+    timeout "$(( $(left) - 20 ))" python3 benchmarks/gpu_step_cost.py --target /root/models/target \
+        --server-cmd "$SERVE" --drafter dflash=/root/models/dflash-8b --drafter dspark=/root/models/dspark-8b \
+        --k 8 --concurrency 1,8,32 --repeats 2 --requests 32 --max-tokens 48 --budget-s "$(( $(left) - 60 ))" \
+        --resume "$R/gpu-step-cost.json" --out-dir "$R" 2>&1 | tee -a "$R/step-cost.log" | grep -E 'tok/s|start|FAILED|budget|cause'
+    python3 -c "
+import json, sys
+rows = json.load(open('$R/gpu-step-cost.json'))['rows']
+have = {r['config']['method'] for r in rows if r.get('config')} | {r.get('method') for r in rows}
+sys.exit(0 if {'dflash', 'dspark'} <= have else 1)" && done_ blockrows
+fi
