@@ -62,7 +62,11 @@ def test_winner_must_beat_the_noise():
     assert answer.tpot_change == pytest.approx(-0.2)
     within_noise = choose([row(None, 100), row(ngram, 104)], noise=0.05)
     assert within_noise.keep_speculation_off and within_noise.winner.config is None
-    assert "keep speculation off" in within_noise.verdict
+    assert within_noise.verdict.endswith("gives 1.04x the baseline's tokens/s, within the noise (5% plus the "
+                                         "runs' spread)")
+    # A config slower than the baseline is not "within the noise" of it: it is slower.
+    slower = choose([row(None, 100), row(ngram, 68)], noise=0.05)
+    assert slower.verdict.endswith("gives 0.68x the baseline's tokens/s, slower than without speculation")
     with pytest.raises(TunerError, match="no completed baseline"):
         choose([row(ngram, 100)])
 

@@ -86,8 +86,10 @@ class Answer:
         if self.best is None:
             return "keep speculation off: no speculative configuration completed"
         if self.keep_speculation_off:
+            why = ("slower than without speculation" if self.speedup is not None and self.speedup < 1
+                   else f"within the noise ({self.noise:.0%} plus the runs' spread)")
             return (f"keep speculation off: the best, {self.best.label}, gives {self.speedup:.2f}x the "
-                    f"baseline's tokens/s, within the noise ({self.noise:.0%} plus the runs' spread)")
+                    f"baseline's tokens/s, {why}")
         line = f"{self.winner.label}: {self.speedup:.2f}x the baseline's output tokens/s"
         if self.undecided:
             line += f"; {self.undecided_text}"
