@@ -17,7 +17,7 @@ from fakes import Quiet, fake_measurement
 from tuner.engine import ServerOptions
 from tuner.engine.deploy import production_args
 from tuner.metrics import latency_between, parse_counters
-from tuner.replay import RequestResult, summarize
+from tuner.replay import LoadSpec, RequestResult, summarize
 from tuner.report import trials_table, verdict_text
 from tuner.search import SearchSpace, optimize
 from tuner.search.plan import plan_study
@@ -164,7 +164,7 @@ def test_a_marked_replay_is_replayed_once_and_the_new_one_kept(monkeypatch):
     replays = [run_result((COALESCED,)), run_result(())]
     monkeypatch.setattr(trial_module, "_replay_once", lambda *a: replays.pop(0))
     monkeypatch.setattr(trial_module, "_reset_prefix_cache", lambda server: None)
-    (kept,) = trial_module._replays(None, "m", None, None, None, MeasureSettings(), Quiet())
+    (kept,) = trial_module._replays(None, "m", None, None, LoadSpec(), MeasureSettings(), Quiet())
     assert kept.marks == () and kept.remeasured == (COALESCED,) and not replays
 
 
@@ -220,7 +220,7 @@ def test_a_client_still_lagging_when_replayed_once_more_is_bound_and_said_once(s
     replays = [run_result((CLIENT_LAG,)), run_result((CLIENT_LAG,))]
     monkeypatch.setattr(trial_module, "_replay_once", lambda *a: replays.pop(0))
     monkeypatch.setattr(trial_module, "_reset_prefix_cache", lambda server: None)
-    (kept,) = trial_module._replays(None, "m", None, None, None, MeasureSettings(), Quiet())
+    (kept,) = trial_module._replays(None, "m", None, None, LoadSpec(), MeasureSettings(), Quiet())
     assert kept.marks == (CLIENT_LAG, CLIENT_BOUND) and kept.remeasured == (CLIENT_LAG,)
 
     url, store, run = study
