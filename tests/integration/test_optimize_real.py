@@ -200,10 +200,14 @@ def test_the_baselines_near_ties_are_recorded_and_divergences_classified(referen
             margin = margins[where["request"]][where["token"]] if where["token"] < len(margins[where["request"]]) else None
             assert where["margin"] == margin
             assert where["near_tie"] == (margin is not None and margin < 0.1)
-    # The demo's case: the tiny target (fixed seeds) is exactly tied between its top two tokens at
-    # request code-10, token 3 (a lead of 0.0), and the drafters flip it; seen as "greedy output
-    # differed on 2% of requests (first at request code-10, token 3)", which excluded them all.
-    assert margins["code-10"][3] < 0.1, margins["code-10"][:6]
-    flipped = [r for r in rows if r.first_divergence and r.first_divergence["request"] == "code-10"]
-    assert all(r.first_divergence["near_tie"] and r.greedy_near_tie_rate > 0 for r in flipped)
+    # The tiny target has numeric near-ties of its own (leads under the margin): the reference pass
+    # records them. Which of them a drafter flips is not the same on every host: in the runs of
+    # 2026-12-01 to 12-03 morning the drafters flipped an exact tie at code-10 token 3 (the demo's
+    # case, then excluded as "greedy output differed"); on 2026-12-03 evening that token led by
+    # 0.375, with vLLM's engine in its own process or in the API server's, and no drafter changed
+    # a token. Where one does, the loop above checks how it was classified; the rule itself is
+    # unit-tested on the demo's figures (tests/unit/test_space_and_answer.py).
+    assert any(m is not None and m < 0.1 for lead in margins.values() for m in lead)
+    flipped = [r for r in rows if r.first_divergence and r.first_divergence["near_tie"]]
+    assert all(r.greedy_near_tie_rate > 0 for r in flipped)
     print("divergences:", [(r.label, r.greedy_match_rate, r.greedy_near_tie_rate, r.first_divergence) for r in rows])
