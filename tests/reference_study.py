@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine_layout import in_process_by_default
+from engine_layout import in_process_by_default, own_process
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER_ARGS = ["--server-arg=--enforce-eager", "--server-arg=--max-model-len=1024"]
@@ -55,10 +55,10 @@ def broken_draft(folder: Path, models: Path) -> Path:
     return broken
 
 
-def run_tuner(*args: str, timeout: float = 1500) -> subprocess.CompletedProcess:
-    """``tuner ARGS`` as a user runs it; it must exit 0."""
+def run_tuner(*args: str, timeout: float = 1500, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``tuner ARGS`` as a user runs it (``env``: its environment, ``ENV`` by default); it must exit 0."""
     result = subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True,
-                            text=True, env=ENV, timeout=timeout)
+                            text=True, env=env or ENV, timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -100,6 +100,10 @@ def make_reference_study(folder: Path, models: Path) -> ReferenceStudy:
     drafts = {"draft": str(models / "draft"), "broken": str(broken_draft(folder, models)),
               **{m: str(models / m) for m in ("eagle3", "dflash", "dspark")}}
     study = ReferenceStudy(folder, models, short_code_workload(folder), drafts, answer={})
+    # vLLM's default layout, the engine in a process of its own: with the engine in the API
+    # server's process this study's trials took about three times as long on 2026-12-03 (the
+    # baseline's 168 s against 53 s, in two clean-clone runs of that evening; the first had the
+    # GPU payload's niced compression beside it), its replays of 16 long requests most of all.
     result = run_tuner("optimize", *study.space(), "--strategy", "grid", "--db", study.db_url,
-                       "--log-dir", str(study.log_dir), "--json")
+                       "--log-dir", str(study.log_dir), "--json", env=own_process(ENV))
     return ReferenceStudy(folder, models, study.workload, drafts, answer=json.loads(result.stdout))
