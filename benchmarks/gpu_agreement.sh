@@ -8,19 +8,8 @@
 # Every later call carries .gpu/p2 and .gpu/p3: `bash benchmarks/gpu_agreement.sh`. Each call goes on
 # where the last stopped (state in /root/run on a warm host) and copies what it has to $OUT.
 # DEADLINE_S: seconds this call may use. STEPS: which steps, in order.
-set -uo pipefail
-R=/root/run
-mkdir -p "$R/logs"
-SECONDS=0
-DEADLINE_S=${DEADLINE_S:-560}
-left() { echo $((DEADLINE_S - SECONDS)); }
-done_() { touch "$R/done-$1"; }
-is_done() { [ -f "$R/done-$1" ]; }
-finish() {  # one archive: the device tool brings back at most 8 files
-    (cd "$R" && tar czf "$OUT/gpu-run.tgz" --exclude='*.safetensors' . 2>/dev/null)
-    echo "call took ${SECONDS}s; done: $(ls "$R" | grep '^done-' | tr '\n' ' ')"
-}
-trap finish EXIT
+DEFAULT_DEADLINE_S=560 RUN_EXCLUDE=('*.safetensors')
+. "$(dirname "$0")/gpu_calls.sh"
 
 if ! is_done install; then  # the steps of docs/gpu.md, "Installing offline", and nothing else
     bash .gpu/p2/setup.sh > "$R/logs/setup.log" 2>&1 || { tail -30 "$R/logs/setup.log"; exit 1; }
@@ -39,7 +28,6 @@ fi
 SERVE="python3 -m vllm.entrypoints.cli.main serve {model}"
 PROFILE=0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10  # EAGLE-3 on Llama-3.1-8B, vllm#26191 (docs/gpu.md)
 STEPS=" ${STEPS:-agreement tenmin} "
-wants() { case "$STEPS" in *" $1 "*) return 0 ;; esac; return 1; }
 E3=/root/models/eagle3-8b
 
 if wants agreement && ! is_done agreement && [ "$(left)" -gt 150 ]; then

@@ -11,20 +11,8 @@
 # warm host; a study cut off by the call's limit is resumed by the same command) and copies what
 # it has to $OUT. DEADLINE_S: seconds this call may use. STEPS: which steps, in order (default:
 # probe optimize configs profile; the next stay's: probe bytecode schedule_v1 stepcost optimize128).
-set -uo pipefail
-R=/root/run
-mkdir -p "$R/logs"
-SECONDS=0
-DEADLINE_S=${DEADLINE_S:-540}
-left() { echo $((DEADLINE_S - SECONDS)); }
-done_() { touch "$R/done-$1"; }
-is_done() { [ -f "$R/done-$1" ]; }
-
-finish() {  # one archive: the device tool brings back at most 8 files
-    (cd "$R" && tar czf "$OUT/gpu-run.tgz" --exclude=serve.prof --exclude='*.jsonl' . 2>/dev/null)
-    echo "call took ${SECONDS}s; done: $(ls "$R" | grep '^done-' | tr '\n' ' ')"
-}
-trap finish EXIT
+DEFAULT_DEADLINE_S=540 RUN_EXCLUDE=(serve.prof '*.jsonl')
+. "$(dirname "$0")/gpu_calls.sh"
 
 if ! is_done setup; then
     bash .gpu/p2/setup.sh > "$R/logs/setup.log" 2>&1 || { tail -30 "$R/logs/setup.log"; exit 1; }
@@ -40,7 +28,6 @@ if ! is_done models; then
 fi
 SERVE="python3 -m vllm.entrypoints.cli.main serve {model}"
 STEPS=" ${STEPS:-probe optimize configs profile} "
-wants() { case "$STEPS" in *" $1 "*) return 0 ;; esac; return 1; }
 PROFILE=0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10  # EAGLE-3 on Llama-3.1-8B, vllm#26191 (docs/gpu.md)
 
 if wants probe && ! is_done probe; then  # what a start spends before vLLM says anything

@@ -6,9 +6,10 @@ code. When the tuner (PID) is gone (killed, even by SIGKILL: this process's pare
 PID) or asks it to stop (SIGTERM), it sends SIGTERM to the group and SIGKILL after a grace
 period. The tuner names its PID because it can die before this process has read its own
 parent: a reaper that took its parent at start as the one to watch then watched init, and left
-a server running (seen in the fault suite: the tuner SIGKILLed as its server started). vLLM itself is not enough: a
-SIGTERM that reaches its API server while the engine is still starting can leave the API server
-and its engine processes running, holding the GPUs (docs/notes-from-code.md#tunerenginereaper).
+a server running (seen in the fault suite: the tuner SIGKILLed as its server started). vLLM
+itself is not enough: a SIGTERM that reaches its API server while the engine is still starting
+can leave the API server and its engine processes running, holding the GPUs
+(docs/notes-from-code.md#tunerenginereaper).
 """
 
 from __future__ import annotations
