@@ -427,18 +427,25 @@ def workload_import(
             console.print(f"{path}: {count} requests", highlight=False)
 
 
+# The default lives in tuner.workload.classify (DEFAULT_MIN_CONFIDENCE); typer needs a literal.
+MinConfidenceOpt = Annotated[float, typer.Option(
+    help="Below this probability of its best type, an unlabelled request goes to 'mixed' "
+         "instead of a guess (0 turns that off; a line's own type always wins).")]
+
+
 @workload_app.command("stats")
 def workload_stats_command(
     path: Annotated[Path, typer.Argument(help="Workload JSONL.")],
     tokenizer: Annotated[Optional[str], typer.Option(
         help="Local tokenizer folder: prompt lengths in tokens instead of characters.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    min_confidence: MinConfidenceOpt = 0.4,
 ) -> None:
-    """Request count, prompt and output lengths, arrival rate over time, chat vs completion."""
+    """Request count, guessed types, prompt and output lengths, arrival rate, chat vs completion."""
     from tuner.workload.stats import stats_dict, stats_table, workload_stats
 
     with user_errors():
-        stats = workload_stats(load_workload(path), tokenizer)
+        stats = workload_stats(load_workload(path), tokenizer, min_confidence)
         if as_json:
             print(json.dumps(stats_dict(stats), indent=2, default=str))
         else:
@@ -466,15 +473,22 @@ def workload_sample(
 def workload_split(
     path: Annotated[Path, typer.Argument(help="Workload JSONL with mixed traffic.")],
     out: Annotated[Path, typer.Option(help="Folder for one TYPE.jsonl per workload type.")],
+    min_confidence: MinConfidenceOpt = 0.4,
 ) -> None:
-    """Split mixed traffic into code, chat, summarization, math, translation, rag and other."""
+    """Split traffic into code, chat, summarization, math, translation, rag, other and mixed."""
     from tuner.workload import write_workload
-    from tuner.workload.classify import split_workload
+    from tuner.workload.classify import MIXED, check_min_confidence, split_workload
 
     with user_errors():
-        for workload_type, requests in split_workload(load_workload(path)).items():
+        check_min_confidence(min_confidence)
+        groups = split_workload(load_workload(path), min_confidence)
+        for workload_type, requests in groups.items():
             target = out / f"{workload_type}.jsonl"
             console.print(f"{target}: {write_workload(target, requests)} requests", highlight=False)
+        unsure = len(groups.get(MIXED, ()))
+        console.print(f"{unsure} of {sum(map(len, groups.values()))} requests went to {MIXED} "
+                      f"(best type below confidence {min_confidence:g}); label them with a "
+                      f"\"type\" field or the X-Workload-Type header", highlight=False)
 
 
 @app.command()

@@ -45,6 +45,10 @@ _SKIP_RESPONSE_HEADERS = {"content-length", "transfer-encoding", "connection", "
 REDACTED = "[redacted]"
 _FINISHED = re.compile(rb'"finish_reason":\s*"')  # a choice that finished (not null)
 # Replayed as the client sent them (the loader checks them as it checks a workload file).
+# A client labels its own traffic with this header; the label becomes the line's `type`, which
+# `tuner workload split` takes over any guess. Only file-name-safe labels: split names files after them.
+WORKLOAD_TYPE_HEADER = "X-Workload-Type"
+_TYPE_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _PASSED = ("temperature", "top_p", "top_k", "seed", "n", "stop", "presence_penalty", "frequency_penalty",
            "logprobs", "top_logprobs", "response_format", "tools", "tool_choice")
 
@@ -219,7 +223,7 @@ class Recorder:
         return Request(line=seq + 1, prompt=prompt, messages=messages,
                        max_tokens=fields.get("max_tokens"), **passed, arrival_s=arrival_s,
                        id=f"capture-{seq + 1:05d}", output_tokens=output_tokens,
-                       type=self.settings.workload_type)
+                       type=fields.get("type") or self.settings.workload_type)
 
 
 def _sse_chunk(event: bytes) -> dict[str, Any] | None:
@@ -310,6 +314,9 @@ class CaptureProxy:
         parsed = _json_object(body) if kind else None
         admitted = self.recorder.admit() if parsed is not None else None
         fields, why_not = recordable(parsed, kind) if admitted and parsed is not None and kind else (None, None)
+        label = request.headers.get(WORKLOAD_TYPE_HEADER, "").strip()
+        if fields is not None and _TYPE_LABEL.match(label):
+            fields["type"] = label
         if admitted and fields is None:
             self.recorder.finish(admitted[0], None, why_not)
             admitted = None

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from tuner.workload.classify import DEFAULT_MIN_CONFIDENCE, MIXED, TypeCounts, type_counts
 from tuner.workload.model import Request, Workload
 from tuner.workload.tokens import load_tokenizer
 
@@ -49,6 +50,7 @@ class WorkloadStats:
     requests: int
     chat: int  # requests with messages; the rest use prompt
     types: dict[str, int]  # per-line `type` field, for the lines that have one
+    classified: TypeCounts  # what `tuner workload split` would do with the file
     prompt_unit: str  # "tokens" or "chars"
     prompt: Distribution
     output: Distribution | None  # from output_tokens; None when no line gives it
@@ -117,9 +119,10 @@ def arrival_stats(arrivals: Sequence[float], buckets: int = RATE_BUCKETS) -> Arr
                         bucket_rates=tuple(float(c / width) for c in counts), gap_cv=gap_cv)
 
 
-def workload_stats(workload: Workload, tokenizer: str | None = None) -> WorkloadStats:
+def workload_stats(workload: Workload, tokenizer: str | None = None,
+                   min_confidence: float = DEFAULT_MIN_CONFIDENCE) -> WorkloadStats:
     """Figures of ``workload``; ``tokenizer`` is a local path for AutoTokenizer, or None
-    to measure prompts in characters."""
+    to measure prompts in characters; ``min_confidence`` as for `tuner workload split`."""
     requests = workload.requests
     if tokenizer is not None:
         count = token_counter(tokenizer)
@@ -134,6 +137,7 @@ def workload_stats(workload: Workload, tokenizer: str | None = None) -> Workload
         requests=len(requests),
         chat=sum(r.is_chat for r in requests),
         types=dict(Counter(r.type for r in requests if r.type is not None)),
+        classified=type_counts(requests, min_confidence),
         prompt_unit=unit,
         prompt=distribution(prompt_lengths),
         output=distribution(outputs) if outputs else None,
@@ -172,6 +176,12 @@ def stats_table(stats: WorkloadStats) -> Table:
     if stats.types:
         types = ", ".join(f"{k} {v}" for k, v in sorted(stats.types.items()))
         table.add_row("per-line type", types)
+    guessed = stats.classified.guessed
+    if guessed:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(guessed.items()) if k != MIXED)
+        table.add_row("guessed type (split)", kinds or "-")
+        table.add_row(f"{MIXED} (confidence < {stats.classified.min_confidence:g})",
+                      f"{stats.classified.mixed} of {sum(guessed.values())} unlabelled lines")
     table.add_row(f"prompt length ({stats.prompt_unit})", _dist(stats.prompt))
     if stats.output is not None:
         table.add_row(f"output tokens ({stats.output_tokens_given} lines)", _dist(stats.output))
