@@ -94,12 +94,20 @@ demo: demo-models
 	done
 	$(BIN)/tuner best --db $(DEMO_DB)
 
-# Unit tests on both cores (pytest-xdist), then the tests that start vLLM one at a time (two
-# servers side by side on 2 cores would distort the throughput they measure). Both always run.
+# Three sessions, all of which always run: the unit tests on both cores (pytest-xdist); the real-
+# server tests that check what a run does (faults, capture, serve, drift, measure...) two at a
+# time, a test file per worker, its servers on a core of their own (tests/engine_layout.py); then the
+# tests that measure throughput or latency, or read the reference study, one at a time (marker
+# solo: two servers on 2 cores would distort what they measure). What the tuner learns about the
+# installed vLLM is asked once for all three (TUNER_CACHE_DIR).
+TEST_CACHE := $(CURDIR)/.tuner/test-cache
 test: models browser prometheus compose-tool
+	rm -rf $(TEST_CACHE) && mkdir -p $(TEST_CACHE)
+	export TUNER_CACHE_DIR=$(TEST_CACHE); \
 	$(BIN)/python -m pytest -v -rs --durations=10 -m "not integration" -n 2; unit=$$?; \
-	$(BIN)/python -m pytest -v -rs --durations=25 -m integration; integration=$$?; \
-	test $$unit = 0 && test $$integration = 0
+	TUNER_TEST_CORE_EACH=1 $(BIN)/python -m pytest -v -rs --durations=25 -m "integration and not solo" -n 2 --dist loadfile; shared=$$?; \
+	$(BIN)/python -m pytest -v -rs --durations=25 -m "integration and solo"; solo=$$?; \
+	test $$unit = 0 && test $$shared = 0 && test $$solo = 0
 
 unit: install
 	$(BIN)/python -m pytest -v -m "not integration" -n 2

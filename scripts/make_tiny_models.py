@@ -13,7 +13,10 @@ its documentation topics and licence texts):
 so that acceptance really differs between code and chat traffic.
 
 The result goes to OUT (default .models/) and is reused while these scripts are unchanged; --only
-makes a subset (`make demo` makes the four models it serves).
+makes a subset (`make demo` makes the four models it serves). Each finished model is also kept in
+a cache outside the checkout, by the fingerprint of these scripts ($TUNER_MODELS_CACHE, default
+~/.cache/specdec-tuner/tiny-models; "off" keeps none): a fresh clone on a machine that made the
+same models before copies them instead of training for minutes again, as pip reuses its wheels.
 Usage: python scripts/make_tiny_models.py [--out .models] [--only target,eagle3,...] [--force]
 """
 
@@ -22,7 +25,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
+import shutil
 import sys
 import sysconfig
 import time
@@ -30,7 +35,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tiny_block_drafters import make_dflash, make_dspark, make_mtp_target  # noqa: E402
-from tiny_eagle3 import make_eagle3_head  # noqa: E402
 
 VOCAB = 2048
 SEQ_LEN = 128
@@ -131,6 +135,25 @@ def train_model(name: str, tokens, out: Path, eos_id: int, teacher=None):
     return model.float()
 
 
+def scripts_fingerprint() -> str:
+    """What made the models: this script and its tiny_*.py helpers."""
+    here = Path(__file__).resolve().parent
+    sources = [Path(__file__).resolve(), *sorted(here.glob("tiny_*.py"))]
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
+
+
+def models_cache(fingerprint: str) -> Path | None:
+    setting = os.environ.get("TUNER_MODELS_CACHE", "")
+    if setting.lower() == "off":
+        return None
+    root = Path(setting) if setting else Path.home() / ".cache" / "specdec-tuner" / "tiny-models"
+    try:
+        (root / fingerprint).mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only home: train as before
+        return None
+    return root / fingerprint
+
+
 ALL = ("target", "draft", "draft-weak", "eagle3", "dflash", "dspark", "mtp-target")
 
 
@@ -145,9 +168,7 @@ def main() -> int:
     if unknown := set(args.only.split(",")) - set(ALL):
         parser.error(f"unknown model {sorted(unknown)[0]!r}; choose from {', '.join(ALL)}")
 
-    here = Path(__file__).resolve().parent
-    sources = [Path(__file__).resolve(), *sorted(here.glob("tiny_*.py"))]
-    fingerprint = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
+    fingerprint = scripts_fingerprint()
 
     # Each model folder records the fingerprint it was made with (BUILT): `make demo` makes the
     # four it serves, `make test` then only the rest. STAMP, which the tests read, is written once
@@ -159,12 +180,35 @@ def main() -> int:
     def done(name: str) -> None:
         (args.out / name / "BUILT").write_text(fingerprint + "\n")
 
+    cache = models_cache(fingerprint)
+    if cache is not None and not args.force:
+        for name in wanted:
+            if not up_to_date(name) and (cache / name / "BUILT").exists():
+                shutil.copytree(cache / name, args.out / name, dirs_exist_ok=True)
+                print(f"  {name}: copied from {cache}")
+
+    def keep(name: str) -> None:
+        """Into the cache whole or not at all: copied beside it, then renamed."""
+        if cache is None or (cache / name).exists():
+            return
+        partial = cache / f".{name}.{os.getpid()}"
+        shutil.copytree(args.out / name, partial)
+        try:
+            partial.rename(cache / name)
+        except OSError:  # another run put it there first
+            shutil.rmtree(partial, ignore_errors=True)
+
     missing = [name for name in wanted if args.force or not up_to_date(name)]
+    if all(up_to_date(name) for name in ALL):
+        (args.out / "STAMP").write_text(fingerprint + "\n")
     if not missing:
+        for name in wanted:
+            keep(name)
         print(f"tiny models in {args.out} are up to date ({', '.join(wanted)})")
         return 0
 
     import torch
+    from tiny_eagle3 import make_eagle3_head  # imports torch: not needed when every model is copied
 
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     random.seed(SEED)
@@ -194,6 +238,7 @@ def main() -> int:
         target = train_model("target", tokens, tokenizer_dir, tokenizer.eos_token_id)
         tokenizer.save_pretrained(tokenizer_dir)
         done("target")
+        keep("target")
     builders = {
         "draft": lambda out: train_model("draft", tokens, out, tokenizer.eos_token_id, teacher=target),
         "draft-weak": lambda out: train_model("draft-weak", tokens, out, tokenizer.eos_token_id),
@@ -211,6 +256,7 @@ def main() -> int:
         if name in MODELS:
             tokenizer.save_pretrained(args.out / name)
         done(name)
+        keep(name)
     if all(up_to_date(name) for name in ALL):
         (args.out / "STAMP").write_text(fingerprint + "\n")
     print(json.dumps({name: str((args.out / name).resolve()) for name in wanted}))

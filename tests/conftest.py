@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from engine_layout import default_to_in_process
-from reference_study import ReferenceStudy, make_reference_study
+from engine_layout import default_to_in_process, one_core_per_worker
+
+one_core_per_worker()  # before reference_study reads the environment its commands get
+from reference_study import ReferenceStudy, make_reference_study  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -26,6 +28,15 @@ default_to_in_process()  # see tests/engine_layout.py
 if "TUNER_CACHE_DIR" not in os.environ:
     os.environ["TUNER_CACHE_DIR"] = tempfile.mkdtemp(prefix="tuner-test-cache-")
     atexit.register(shutil.rmtree, os.environ["TUNER_CACHE_DIR"], True)
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that reads the reference study runs where the study is made: in `make test`'s session
+    of tests that run one at a time (marker ``solo``). Made again in a session beside other tests,
+    it would cost its 7 starts twice and measure at half speed."""
+    for item in items:
+        if "reference_study" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.solo)
 
 
 @pytest.fixture(scope="session")

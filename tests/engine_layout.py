@@ -29,3 +29,16 @@ def in_process_by_default(env: dict[str, str]) -> dict[str, str]:
 def own_process(env: dict[str, str]) -> dict[str, str]:
     """``env`` for a subprocess whose vLLM servers run the engine in a process of its own."""
     return {**env, VARIABLE: "1"}
+
+
+def one_core_per_worker() -> None:
+    """`make test` runs the real-server tests that check what a run does two at a time
+    (TUNER_TEST_CORE_EACH=1, pytest-xdist). vLLM's CPU build binds its OpenMP threads to every
+    core it may use, and two servers spinning on the same two cores slow each other many times
+    over: each worker's servers get a core of their own (VLLM_CPU_OMP_THREADS_BIND), which every
+    server and `tuner` command the worker starts inherits."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if os.environ.get("TUNER_TEST_CORE_EACH") != "1" or not worker.startswith("gw"):
+        return
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(cores[int(worker[2:]) % len(cores)]))

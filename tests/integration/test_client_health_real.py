@@ -34,7 +34,7 @@ from tuner.trial import MeasureSettings
 from tuner.trust import CLIENT_BOUND, CLIENT_LAG, LAG_FACTOR, LAG_SLACK_S
 from tuner.workload import load_workload
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.solo]
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from tuner.workload import load_workload
 
 from reference_study import ENV, SERVER_ARGS, short_code_workload
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.solo]
 
 
 def test_the_server_honours_a_k_per_batch_size(tmp_path, tiny_models, monkeypatch):

@@ -29,7 +29,7 @@ from .serve_process import small_workload, wait_for
 from reference_study import ENV as ONE_SERVER_ENV
 from reference_study import SERVER_ARGS
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.solo]
 # Two workers run two servers on the 2 cores at once: vLLM's default layout (tests/engine_layout.py).
 ENV = own_process(ONE_SERVER_ENV)
 
