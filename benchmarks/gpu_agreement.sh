@@ -42,6 +42,20 @@ if wants agreement && ! is_done agreement && [ "$(left)" -gt 150 ]; then
     python3 -c "import json, sys; sys.exit(0 if 'rows' in json.load(open('$R/gpu-agreement.json')) and len(json.load(open('$R/gpu-agreement.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ agreement
 fi
 
+if wants agreement8 && ! is_done agreement8 && [ "$(left)" -gt 150 ]; then
+    # Concurrency 8 again with 4x the requests and 3 rounds: 64 requests (about 2 s a run) left
+    # vLLM's own runs up to 33 % apart (docs/gpu.md section 7).
+    timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
+        --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
+        --synthetic-acceptance "$PROFILE" --concurrency 8 --requests 8=256 --rounds 3 \
+        --config "eagle3 k=2={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 2}" \
+        --config "eagle3 k=3={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 3}" \
+        --config "eagle3 k=4={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 4}" \
+        --out "$R/gpu-agreement-c8.json" --log-dir "$R/logs" --deadline-s "$(( $(left) - 130 ))" 2>&1 \
+        | tee -a "$R/agreement8.log" | grep -v '^\s*$' | tail -25
+    python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$R/gpu-agreement-c8.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ agreement8
+fi
+
 if wants tenmin && ! is_done tenmin && [ "$(left)" -gt 300 ]; then
     # 144 requests (the 48 code requests three times, 48 tokens each): 4.5 per client at 32.
     python3 - <<'PY'
