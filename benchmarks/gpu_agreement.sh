@@ -57,12 +57,14 @@ if wants agreement8 && ! is_done agreement8 && [ "$(left)" -gt 150 ]; then
 fi
 
 if wants tenmin && ! is_done tenmin && [ "$(left)" -gt 300 ]; then
-    # 144 requests (the 48 code requests three times, 48 tokens each): 4.5 per client at 32.
+    # 384 requests (the 48 code requests eight times, 48 tokens each, a first line of their own
+    # from the second copy on); --requests-per-client 12 replays 12 at concurrency 1, 96 at 8 and
+    # all 384 at 32, so no load's replay lasts much longer than another's.
     python3 - <<'PY'
 import json
 lines = open("workloads/code.jsonl").read().splitlines()
-with open("/root/run/code144.jsonl", "w") as out:
-    for copy in range(3):
+with open("/root/run/code384.jsonl", "w") as out:
+    for copy in range(8):
         for line in lines:
             r = json.loads(line); r["max_tokens"] = r["output_tokens"] = 48; r["id"] = f"{r['id']}-{copy}"
             r.pop("arrival_s", None)
@@ -71,10 +73,10 @@ with open("/root/run/code144.jsonl", "w") as out:
             out.write(json.dumps(r) + "\n")
 PY
     started=$(date +%s.%N)
-    timeout -s TERM "$(( $(left) - 20 ))" tuner optimize --workload "$R/code144.jsonl" --model /root/models/target \
+    timeout -s TERM "$(( $(left) - 20 ))" tuner optimize --workload "$R/code384.jsonl" --model /root/models/target \
         --name "ten minutes" --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
         --method eagle3 --method draft_model --method ngram --draft "eagle3=$E3" --draft /root/models/dflash-8b \
-        --draft draft_model=/root/models/draft-250m --k 1-8 --concurrency 1,8,32 \
+        --draft draft_model=/root/models/draft-250m --k 1-8 --concurrency 1,8,32 --requests-per-client 12 \
         --synthetic-acceptance "$PROFILE" --max-repeats 6 --gpus 0 \
         --db "sqlite:///$R/tuner.db" --log-dir "$R/logs" --no-warm-start > "$R/tenmin.txt" 2> "$R/tenmin-progress.log"
     rc=$?

@@ -62,6 +62,9 @@ RepeatsOpt = Annotated[int, typer.Option(
 MaxRepeatsOpt = Annotated[Optional[int], typer.Option(
     help="Replay on past --repeats, on the same server, until the tokens/s is known to "
          "--precision, or this many replays; off by default (exactly --repeats).")]
+RequestsPerClientOpt = Annotated[Optional[int], typer.Option(
+    help="At concurrency c, replay the workload's first c x N requests (all of them when fewer), "
+         "so a replay at 1 is as short as one at 32; default: the whole workload at every load.")]
 PrecisionOpt = Annotated[float, typer.Option(
     help="With --max-repeats: half the 95 % interval of a trial's tokens/s, relative, that ends "
          "its replays (0.02: +-2 %); the precision reached is stored.")]
@@ -112,7 +115,8 @@ WriteConfigOpt = Annotated[Optional[Path], typer.Option(
 # The options `tuner measure` and `tuner optimize` share, defined once, in --help order.
 SHARED_RUN_OPTIONS = (
     ("warmup", WarmupOpt, 2), ("repeats", RepeatsOpt, 1), ("max_repeats", MaxRepeatsOpt, None),
-    ("precision", PrecisionOpt, 0.02), ("repeat_mode", RepeatModeOpt, "same-server"),
+    ("precision", PrecisionOpt, 0.02), ("requests_per_client", RequestsPerClientOpt, None),
+    ("repeat_mode", RepeatModeOpt, "same-server"),
     ("max_tokens", MaxTokensOpt, 128), ("request_timeout", RequestTimeoutOpt, 600.0),
     ("server_cmd", ServerCmdOpt, None), ("server_arg", ServerArgOpt, None),
     ("start_timeout", StartTimeoutOpt, 900.0), ("download_timeout", DownloadTimeoutOpt, 3600.0),

@@ -130,6 +130,25 @@ def test_relative_precision_and_the_replays_it_asks_for():
     assert not enough_replays([100.0], reach, "concurrency 1")  # one replay has no interval
 
 
+def test_requests_per_client_sizes_each_load_s_replay(tmp_path):
+    from tuner.replay import LoadSpec
+    from tuner.trial import MeasureSettings
+    from tuner.workload import load_workload
+
+    path = tmp_path / "w.jsonl"
+    path.write_text("".join(f'{{"id": "r{i}", "prompt": "p{i}"}}\n' for i in range(40)))
+    workload = load_workload(path, "code")
+    every = MeasureSettings()
+    assert every.replayed(workload, LoadSpec("concurrency", 1)) is workload
+    sized = MeasureSettings(requests_per_client=4)
+    assert [r.id for r in sized.replayed(workload, LoadSpec("concurrency", 1)).requests] == ["r0", "r1", "r2", "r3"]
+    assert len(sized.replayed(workload, LoadSpec("concurrency", 8)).requests) == 32
+    assert sized.replayed(workload, LoadSpec("concurrency", 16)) is workload  # 64 > 40: all of it
+    assert sized.replayed(workload, LoadSpec("rate", 1, 2.0)) is workload  # no clients in an open loop
+    with pytest.raises(UsageError, match="--requests-per-client must be >= 1"):
+        MeasureSettings(requests_per_client=0)
+
+
 def test_a_steady_config_beats_a_noisy_one_with_the_same_median():
     from dataclasses import replace
 
