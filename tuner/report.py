@@ -276,7 +276,10 @@ def k_by_batch_size_text(outcome) -> str:
         if own is not None and own.k_applied is not None:
             parts.append(f"server drafted {own.k_applied:.2f} tokens per draft")  # did it use k here?
         lines.append(", ".join(parts))
-    if outcome.k_by_batch_size_rows is None:
+    if not k_by_batch_size.needs_own_server:
+        lines.append(f"the same k at every load: that is the single config of k={k_by_batch_size.max_k}, "
+                     "measured above, so it was not started again")
+    elif outcome.k_by_batch_size_rows is None:
         lines.append("[red]the k-by-batch-size schedule's own measurement failed[/]; see the trials table")
     elif k_by_batch_size_beats_single(outcome.k_by_batch_size_rows, outcome.single) is False:
         lines.append(f"[yellow]the k-by-batch-size schedule measured slower than the best single config "

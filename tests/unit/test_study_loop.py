@@ -11,7 +11,7 @@ from fakes import Quiet, fake_measurement
 from tuner.engine import ServerOptions
 from tuner.errors import MetricsError, ServerDiedError, ServerStartError, TunerError
 from tuner.replay import LoadSpec
-from tuner.report import outcome_dict
+from tuner.report import k_by_batch_size_text, outcome_dict
 from tuner.search import OptimizeSettings, SearchSpace, optimize
 from tuner.search import study as study_module
 from tuner.search.slo import parse_slos
@@ -165,6 +165,30 @@ def test_slo_makes_fast_configs_infeasible_and_the_answer_respects_it(setup, mon
     assert unconstrained.config["num_speculative_tokens"] > 2  # the target really bound
     run = store.study_runs(outcome.study_name)[-1]
     assert run["slos"] == ["tpot_p99_ms<=38"] and run["pareto_front"]["concurrency 1"]
+
+
+def test_one_k_at_every_load_is_not_started_again_as_a_k_by_batch_size(setup, monkeypatch):
+    url, store, workload, settings = setup
+    starts = []
+
+    def measure(model, spec, workload, settings, progress):
+        starts.append(spec)
+        # The step cost does not grow with the batch here: the same k wins at every load.
+        tps, profile = world(spec)
+        return [fake_measurement(spec, tps, per_position=profile, load=load.label) for load in settings.loads]
+
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
+    loads = (LoadSpec("concurrency", 1), LoadSpec("concurrency", 8))
+    multi = MeasureSettings(load=loads[0], extra_loads=loads[1:], server=settings.server)
+    space = SearchSpace(methods=("draft_model",), ks=(1, 2, 4, 8), drafts={"draft_model": ("good",)})
+    outcome = optimize("m", workload, space, multi, store, optuna_storage(url),
+                       OptimizeSettings(trials=10, strategy="grid", noise=0.01), Quiet())
+    schedule = outcome.k_by_batch_size
+    assert len({level.k for level in schedule.levels}) == 1 and schedule.levels[0].k > 0
+    assert not schedule.needs_own_server and outcome.k_by_batch_size_rows is None
+    assert len(starts) == len(space.candidates())  # no start of its own
+    assert outcome.verdict.kind == "config" and outcome.verdict.label == outcome.single[0].label
+    assert "not started again" in k_by_batch_size_text(outcome)
 
 
 def test_several_loads_give_a_k_by_batch_size_measured_against_the_best_single_k(setup, monkeypatch):

@@ -52,6 +52,13 @@ class KByBatchSize:
     def max_k(self) -> int:
         return max(level.k for level in self.levels)
 
+    @property
+    def needs_own_server(self) -> bool:
+        """Whether the schedule differs from every single config: with one k at every batch
+        size it is the config of that k, already measured, and a start of its own would repeat it
+        (on the H200 the ten-minute study spent its last 100 s so)."""
+        return self.config() is not None and len(self.ranges) > 1
+
     def config(self) -> dict[str, Any] | None:
         """The speculative config to deploy; None when speculation loses at every level."""
         if self.max_k == 0:

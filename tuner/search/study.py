@@ -298,7 +298,7 @@ def optimize(
         if len(settings.loads) > 1 and not options.join:  # the creator alone measures k by batch size
             k_by_batch_size, k_by_batch_size_rows, single = _k_by_batch_size(
                 name, model, workload, settings, store, run_id, progress, measure, options)
-            if k_by_batch_size is not None and k_by_batch_size.config() is not None:  # its own server was started
+            if k_by_batch_size is not None and k_by_batch_size.needs_own_server:  # its own server was started
                 restarts += starts_per_trial
         status = "finished"
     finally:
@@ -319,7 +319,7 @@ def _k_by_batch_size(name: str, model: str, workload: Workload, settings: Measur
     k_by_batch_size = tune_k_by_batch_size(rows, settings.loads, options.noise, options.slos,
                                            options.output_rule)
     measured = None
-    if k_by_batch_size is not None and k_by_batch_size.config() is not None:
+    if k_by_batch_size is not None and k_by_batch_size.needs_own_server:
         measured = _measure_k_by_batch_size(k_by_batch_size, name, model, workload, settings, store,
                                             run_id, progress, measure, options.noise, options.near_tie_margin)
     store.set_run_fields(run_id, k_by_batch_size=_k_by_batch_size_record(k_by_batch_size, measured, single))
