@@ -345,13 +345,15 @@ def optimize(
 def best(
     model: Annotated[Optional[str], typer.Option(help="Only this model.")] = None,
     workload_type: Annotated[Optional[str], typer.Option("--workload-type", help="Only this workload type.")] = None,
-    noise: Annotated[float, typer.Option(help="Noise margin a winner must beat.")] = 0.05,
+    noise: Annotated[Optional[float], typer.Option(
+        help="Noise margin a winner must beat; default: each study's own --noise (0.05 for a "
+             "study that stored none).")] = None,
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     write_config: WriteConfigOpt = None,
 ) -> None:
     """The best configuration per (model, workload type) across all studies in the database,
-    under each study's own latency targets and output rule."""
+    under each study's own latency targets, output rule and noise margin."""
     from tuner.search.verdict import best_from_store
     from tuner.store import ResultStore, open_database
 

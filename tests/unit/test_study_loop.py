@@ -50,6 +50,22 @@ def test_tpe_branch_measures_distinct_configs_baseline_first(setup, monkeypatch)
                                            for label in measured[1:])
 
 
+def test_a_study_s_noise_is_the_rule_every_later_reading_decides_under(setup, monkeypatch):
+    from tuner.search.verdict import best_from_store
+
+    url, store, workload, settings = setup
+    monkeypatch.setattr(study_module, "measure_config_at_loads",
+                        lambda model, spec, workload, settings, progress: [fake_measurement(spec, 120.0 if spec else 100.0)])
+    space = SearchSpace(methods=("ngram",), ks=(2,))
+    outcome = optimize("m", workload, space, settings, store, optuna_storage(url),
+                       OptimizeSettings(trials=2, strategy="grid", noise=0.3), Quiet())
+    assert outcome.verdict.kind == "off"  # 1.2x is within --noise 0.3
+    (later,) = best_from_store(store)  # tuner best, the dashboard, drift: the study's own 0.3
+    assert later.kind == "off" and later.label == outcome.verdict.label
+    (overridden,) = best_from_store(store, noise=0.05)  # tuner best --noise 0.05
+    assert overridden.kind == "config" and overridden.label == "ngram k=2"
+
+
 def test_too_many_failed_requests_fail_the_trial_and_the_study_goes_on(setup, monkeypatch):
     url, store, workload, settings = setup
 

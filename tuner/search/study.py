@@ -246,7 +246,8 @@ def optimize(
     store.set_run_fields(run_id, strategy=options.strategy, slos=[s.text for s in options.slos] or None,
                          max_output_change=options.max_output_change,
                          allow_output_change=options.allow_output_change,
-                         synthetic_acceptance=synthetic_text(settings.server.synthetic_acceptance))
+                         synthetic_acceptance=synthetic_text(settings.server.synthetic_acceptance),
+                         noise=options.noise)
     if on_ready is not None:
         on_ready()
     vllm_version, duplicates, status, restarts = None, 0, "interrupted", 0

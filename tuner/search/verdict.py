@@ -43,6 +43,7 @@ class StudyRules:
     deploy_args: tuple[str, ...] = ()
     k_by_batch_size: dict[str, Any] | None = None  # the stored k-by-batch-size schedule record
     synthetic_acceptance: str | None = None  # the rates drafts were accepted at, whatever the target said
+    noise: float | None = None  # the study's --noise; None: stored before it was (the caller's default)
 
     @classmethod
     def from_stored(cls, stored: dict[str, Any] | None) -> StudyRules:
@@ -51,7 +52,7 @@ class StudyRules:
         allowed = None if stored.get("allow_output_change") else (stored.get("max_output_change") or 0.0)
         return cls(parse_slos(stored.get("slos") or []), allowed, tuple(stored.get("server_args") or ()),
                    tuple(stored.get("deploy_args") or ()), stored.get("k_by_batch_size"),
-                   stored.get("synthetic_acceptance"))
+                   stored.get("synthetic_acceptance"), stored.get("noise"))
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,9 @@ def measured_loads(rows: Sequence[TrialRow]) -> list[str]:
 def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
                   noise: float = DEFAULT_NOISE) -> Verdict:
     """The verdict of one study from all its rows. Raises TunerError without a completed
-    baseline at some load."""
+    baseline at some load. ``noise``: for a study that stored no --noise of its own."""
+    if rules.noise is not None:
+        noise = rules.noise
     study_rows = [r for r in rows if r.kind == "study"]
     if not study_rows:
         raise TunerError("the study has no trials")
@@ -259,10 +262,14 @@ def best_verdicts(found: Sequence[Verdict]) -> list[Verdict]:
 
 
 def best_from_store(store, model: str | None = None, workload_type: str | None = None,
-                    noise: float = DEFAULT_NOISE) -> list[Verdict]:
-    """`tuner best`, the dashboard and the drift reference: the best study per (model, workload type)."""
-    return best_verdicts(verdicts(store.trials(model=model, workload_type=workload_type),
-                                  store.study_rules(), noise))
+                    noise: float | None = None) -> list[Verdict]:
+    """`tuner best`, the dashboard and the drift reference: the best study per (model, workload
+    type), each under its own stored --noise; ``noise`` given overrides them all."""
+    rules = store.study_rules()
+    if noise is not None:
+        rules = {name: {**stored, "noise": noise} for name, stored in rules.items()}
+    return best_verdicts(verdicts(store.trials(model=model, workload_type=workload_type), rules,
+                                  DEFAULT_NOISE if noise is None else noise))
 
 
 def objective_by_trial(rows: Sequence[TrialRow]) -> dict[int, float]:

@@ -68,6 +68,9 @@ class StudyRun(Base):
     # --synthetic-acceptance, like "0.74,0.54": vLLM accepted drafts at these rates, whatever the
     # target said, so greedy output was not expected to match the baseline's.
     synthetic_acceptance: Mapped[str | None] = mapped_column(String(200))
+    # --noise: how much a winner must beat the baseline by (and the tie tolerance); every later
+    # reading of the study (tuner best, the dashboard, drift) decides under it.
+    noise: Mapped[float | None] = mapped_column(Float)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

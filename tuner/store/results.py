@@ -309,7 +309,7 @@ class ResultStore:
                 "server_args": list(run.server_args), "deploy_args": list(run.deploy_args or []),
                 "max_output_change": run.max_output_change,
                 "allow_output_change": bool(run.allow_output_change),
-                "synthetic_acceptance": run.synthetic_acceptance}
+                "synthetic_acceptance": run.synthetic_acceptance, "noise": run.noise}
 
     def study_rules(self) -> dict[str, dict[str, Any]]:
         """Study name -> the latest run's targets, k by batch size, server and deploy arguments and
