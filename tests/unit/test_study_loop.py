@@ -161,6 +161,27 @@ def test_guided_warm_start_measures_the_previous_best_first_and_little_else(setu
     assert second.answer.winner.label == first.answer.winner.label
 
 
+def test_the_warm_start_takes_the_winner_the_previous_study_named_under_its_own_targets(setup, monkeypatch):
+    url, store, workload, settings = setup
+    measured = []
+
+    def measure(model, spec, workload, settings, progress):
+        measured.append(spec.label if spec else "baseline")
+        tps, profile = world(spec)
+        return [fake_measurement(spec, tps, per_position=profile, tpot=0.01 + 0.001 * (spec.k if spec else 0))]
+
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
+    space = SearchSpace(methods=("draft_model",), ks=tuple(range(1, 7)), drafts={"draft_model": ("good",)})
+    first = optimize("m", workload, space, settings, store, optuna_storage(url),
+                     OptimizeSettings(trials=10, strategy="grid", slos=parse_slos(["tpot_p99_ms<=38"])), Quiet())
+    fastest = max((r for r in store.trials() if r.config), key=lambda r: r.tokens_per_s)
+    assert first.answer.winner.label != fastest.label  # the target excluded the fastest
+    measured.clear()
+    optimize("m", workload, space, settings, store, optuna_storage(url),
+             OptimizeSettings(trials=3, name="nightly"), Quiet())
+    assert measured[:2] == ["baseline", first.answer.winner.label]
+
+
 def test_slo_makes_fast_configs_infeasible_and_the_answer_respects_it(setup, monkeypatch):
     url, store, workload, settings = setup
 

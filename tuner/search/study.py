@@ -172,10 +172,15 @@ def warm_start(store: ResultStore, model: str, workload_type: str, loads: Sequen
             if r.study_name != name and r.load in labels and r.kind == "study"]
     studies = [s for s in dict.fromkeys(r.study_name for r in reversed(rows))]
     by_config = {json.dumps(c.spec.to_vllm() if c.spec else None, sort_keys=True): c for c in candidates}
+    stored_rules = store.study_rules()
     for previous in studies:
         study_rows = [r for r in rows if r.study_name == previous]
+        # Its winner under its own rules (latency targets, output rule, noise): the one it named.
+        rules = StudyRules.from_stored(stored_rules.get(previous))
+        its_noise = noise if rules.noise is None else rules.noise
         try:
-            answers = [choose([r for r in study_rows if r.load == label], noise) for label in labels]
+            answers = [choose([r for r in study_rows if r.load == label], its_noise, rules.slos,
+                              rules.max_output_change) for label in labels]
         except TunerError:  # no baseline at some level: measured at other levels, or failed
             continue
         bases = {label: answer.baseline.tokens_per_s for label, answer in zip(labels, answers)}
@@ -193,7 +198,8 @@ def warm_start(store: ResultStore, model: str, workload_type: str, loads: Sequen
         if len(labels) == 1:
             winner = answers[0].winner.config if answers[0].winner else None
         else:
-            winner = single[0].config if (single := best_single(study_rows, loads)) else None
+            single = best_single(study_rows, loads, rules.slos, rules.max_output_change)
+            winner = single[0].config if single else None
         first = by_config.get(json.dumps(winner, sort_keys=True))
         return prior, [first] if first is not None and first.spec is not None else []
     return [], []
