@@ -19,6 +19,7 @@ from aiohttp import web
 
 from tuner.engine.server import free_port
 from tuner.errors import UsageError
+from tuner.replay.client import request_body
 from tuner.workload import load_workload
 from tuner.workload.capture import CaptureSettings, parse_listen, recordable, run_capture
 
@@ -207,11 +208,15 @@ def test_n_stop_penalties_logprobs_and_tools_are_recorded(upstream: str, tmp_pat
     capture = Capture(settings(upstream, out, max_requests=3))
     completion = {"model": "m", "prompt": "p", "max_tokens": 3, "n": 2, "stop": ["\n\n"], "temperature": 0.8,
                   "seed": 1, "presence_penalty": 0.5, "frequency_penalty": 0.1, "logprobs": 2,
-                  "response_format": {"type": "json_object"}, "stream": True}
+                  "response_format": {"type": "json_object"}, "repetition_penalty": 1.1, "min_p": 0.05,
+                  "logit_bias": {"5": -100}, "stop_token_ids": [2], "stream": True}
     proxied = httpx.post(capture.url + "/v1/completions", json=completion).text
     assert proxied == httpx.post(upstream + "/v1/completions", json=completion).text
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
-    chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "n": 3, "stop": "x",
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+               {"role": "tool", "tool_call_id": "c1", "content": "42"}]
+    chat = {"model": "m", "messages": history, "n": 3, "stop": "x",
             "logprobs": True, "top_logprobs": 2, "tools": tools, "tool_choice": "auto"}
     assert httpx.post(capture.url + "/v1/chat/completions", json=chat).json()["usage"]["completion_tokens"] == 9
     # vLLM would refuse this; the workload format does too, so it is skipped with the reason.
@@ -222,12 +227,21 @@ def test_n_stop_penalties_logprobs_and_tools_are_recorded(upstream: str, tmp_pat
     assert {k: first[k] for k in ("n", "max_tokens", "output_tokens")} == {"n": 2, "max_tokens": 3, "output_tokens": 3}
     assert first["stop"] == ["\n\n"] and first["logprobs"] == 2 and first["presence_penalty"] == 0.5
     assert first["frequency_penalty"] == 0.1 and first["response_format"] == {"type": "json_object"}
+    assert (first["repetition_penalty"], first["min_p"], first["logit_bias"], first["stop_token_ids"]) == (
+        1.1, 0.05, {"5": -100}, [2])
     assert (second["n"], second["output_tokens"], second["stop"]) == (3, 3, "x")
+    assert second["messages"] == history  # the tool call's turn and the tool's answer, as sent
     assert (second["logprobs"], second["top_logprobs"], second["tools"], second["tool_choice"]) == (True, 2, tools, "auto")
     (reason,) = summary.skipped
     assert "'presence_penalty' must be a number in [-2, 2]" in reason
     loaded = load_workload(out).requests
     assert [r.choices for r in loaded] == [2, 3] and loaded[1].tools == tools
+    # ... and replayed as captured
+    _, body = request_body(loaded[0], "m", 16)
+    assert (body["repetition_penalty"], body["min_p"], body["logit_bias"], body["stop_token_ids"]) == (
+        1.1, 0.05, {"5": -100}, [2])
+    _, body = request_body(loaded[1], "m", 16)
+    assert body["messages"] == history
 
 
 def test_usage_is_asked_for_without_encoding_the_body_again() -> None:

@@ -111,7 +111,7 @@ def first_different_token(expected: Sequence[int], got: Sequence[int]) -> int:
 # Request fields sent as the workload gives them (tools and response_format opaque).
 SENT_AS_CAPTURED = ("temperature", "top_p", "top_k", "seed", "n", "stop", "presence_penalty",
                     "frequency_penalty", "logprobs", "top_logprobs", "response_format", "tools",
-                    "tool_choice")
+                    "tool_choice", "repetition_penalty", "min_p", "logit_bias", "stop_token_ids")
 
 
 def request_body(request: Request, model: str, default_max_tokens: int,

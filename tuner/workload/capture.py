@@ -50,7 +50,11 @@ _FINISHED = re.compile(rb'"finish_reason":\s*"')  # a choice that finished (not 
 WORKLOAD_TYPE_HEADER = "X-Workload-Type"
 _TYPE_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _PASSED = ("temperature", "top_p", "top_k", "seed", "n", "stop", "presence_penalty", "frequency_penalty",
-           "logprobs", "top_logprobs", "response_format", "tools", "tool_choice")
+           "logprobs", "top_logprobs", "response_format", "tools", "tool_choice", "repetition_penalty",
+           "min_p", "logit_bias", "stop_token_ids")
+# What a chat turn keeps besides role and content: an assistant's tool calls (its content may then
+# be null) and the id a tool's answer refers to.
+_MESSAGE_EXTRAS = ("tool_calls", "tool_call_id", "name")
 
 
 @dataclass(frozen=True)
@@ -125,10 +129,15 @@ def recordable(body: dict[str, Any], kind: str) -> tuple[dict[str, Any] | None, 
             return None, "chat request without messages"
         fields["messages"] = []
         for message in messages:
-            text = _message_text(message.get("content")) if isinstance(message, dict) else None
-            if text is None or not isinstance(message.get("role"), str):
+            if not isinstance(message, dict):
                 return None, "chat message with non-text content"
-            fields["messages"].append({"role": message["role"], "content": text})
+            text = _message_text(message.get("content"))
+            if text is None and not (message.get("content") is None and message.get("tool_calls")):
+                return None, "chat message with non-text content"
+            if not isinstance(message.get("role"), str):
+                return None, "chat message with non-text content"
+            fields["messages"].append({"role": message["role"], "content": text,
+                                       **{k: message[k] for k in _MESSAGE_EXTRAS if message.get(k) is not None}})
     else:
         if not isinstance(body.get("prompt"), str) or not body["prompt"]:
             return None, "completion prompt that is not one string (token ids or a batch)"
@@ -215,11 +224,14 @@ class Recorder:
                    output_tokens: int | None) -> Request:
         messages = fields.get("messages")
         if messages is not None:
-            messages = tuple({**m, "content": self.redact(m["content"])} for m in messages)
+            messages = tuple({**m, "content": None if m["content"] is None else self.redact(m["content"])}
+                             for m in messages)
         prompt = self.redact(fields["prompt"]) if "prompt" in fields else None
         passed = {name: fields.get(name) for name in _PASSED}
         if isinstance(passed["stop"], list):
             passed["stop"] = tuple(passed["stop"])
+        if isinstance(passed["stop_token_ids"], list):
+            passed["stop_token_ids"] = tuple(passed["stop_token_ids"])
         return Request(line=seq + 1, prompt=prompt, messages=messages,
                        max_tokens=fields.get("max_tokens"), **passed, arrival_s=arrival_s,
                        id=f"capture-{seq + 1:05d}", output_tokens=output_tokens,

@@ -13,6 +13,7 @@ FIELDS = (
     "prompt", "messages", "max_tokens", "temperature", "top_p", "top_k", "seed",
     "n", "stop", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs",
     "response_format", "tools", "tool_choice",
+    "repetition_penalty", "min_p", "logit_bias", "stop_token_ids",
     "arrival_s", "id", "output_tokens", "type",
 )
 CHAT_ONLY = ("top_logprobs", "tools", "tool_choice")
@@ -35,8 +36,14 @@ def _check_messages(messages: Any) -> str | None:
             return f"'messages[{i}]' must be an object with 'role' and 'content'"
         if not isinstance(message.get("role"), str) or not message["role"]:
             return f"'messages[{i}].role' must be a non-empty string"
-        if not isinstance(message.get("content"), str):
-            return f"'messages[{i}].content' must be a string"
+        calls = message.get("tool_calls")
+        if "tool_calls" in message and not (message["role"] == "assistant" and isinstance(calls, list)
+                                            and calls and all(isinstance(c, dict) for c in calls)):
+            return f"'messages[{i}].tool_calls' must be a non-empty list of calls on an assistant turn"
+        if not isinstance(message.get("content"), str) and not (calls and message.get("content") is None):
+            return f"'messages[{i}].content' must be a string (null only beside 'tool_calls')"
+        if "tool_call_id" in message and not isinstance(message["tool_call_id"], str):
+            return f"'messages[{i}].tool_call_id' must be a string"
     return None
 
 
@@ -67,6 +74,17 @@ def _check_sampling(obj: dict[str, Any]) -> str | None:
     if "stop" in obj and not (isinstance(stop, str) or
                               (isinstance(stop, list) and all(isinstance(s, str) for s in stop))):
         return f"'stop' must be a string or a list of strings, got {stop!r}"
+    if "repetition_penalty" in obj and not (_is_number(obj["repetition_penalty"]) and obj["repetition_penalty"] > 0):
+        return f"'repetition_penalty' must be a number > 0, got {obj['repetition_penalty']!r}"
+    if "min_p" in obj and not (_is_number(obj["min_p"]) and 0 <= obj["min_p"] <= 1):
+        return f"'min_p' must be a number in [0, 1], got {obj['min_p']!r}"
+    bias = obj.get("logit_bias")
+    if "logit_bias" in obj and not (isinstance(bias, dict) and all(
+            str(k).lstrip("-").isdigit() and _is_number(v) and -100 <= v <= 100 for k, v in bias.items())):
+        return f"'logit_bias' must map token ids to numbers in [-100, 100], got {bias!r}"
+    ids = obj.get("stop_token_ids")
+    if "stop_token_ids" in obj and not (isinstance(ids, list) and all(_is_int(i) and i >= 0 for i in ids)):
+        return f"'stop_token_ids' must be a list of token ids (integers >= 0), got {ids!r}"
     for name in ("presence_penalty", "frequency_penalty"):
         if name in obj and not (_is_number(obj[name]) and -2 <= obj[name] <= 2):
             return f"'{name}' must be a number in [-2, 2], got {obj[name]!r}"
@@ -130,6 +148,7 @@ CONVERTED = {
     "stop": lambda stop: tuple(stop) if isinstance(stop, list) else stop,
     "arrival_s": float,
     "id": str,
+    "stop_token_ids": tuple,
 }
 
 

@@ -31,10 +31,23 @@ class Request:
     response_format: dict[str, Any] | None = None
     tools: list[Any] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    # vLLM's and OpenAI's further sampling parameters, sent as captured.
+    repetition_penalty: float | None = None
+    min_p: float | None = None
+    logit_bias: dict[str, float] | None = None
+    stop_token_ids: tuple[int, ...] | None = None
     arrival_s: float | None = None
     id: str | None = None
     output_tokens: int | None = None  # per choice
     type: str | None = None  # a per-line workload type; overrides the classifier of `workload split`
+
+    @property
+    def text(self) -> str:
+        """The prompt, or the chat's message contents joined by newlines (an assistant turn
+        that only called tools has none)."""
+        if self.messages is None:
+            return self.prompt or ""
+        return "\n".join(m.get("content") or "" for m in self.messages)
 
     @property
     def is_chat(self) -> bool:

@@ -79,15 +79,13 @@ def distribution(values: Sequence[float]) -> Distribution:
 def prompt_text(request: Request) -> str:
     """The prompt, or a chat's message contents joined by newlines (what a tokenizer without
     a chat template reads)."""
-    if request.messages is None:
-        return request.prompt or ""
-    return "\n".join(m["content"] for m in request.messages)
+    return request.text
 
 
 def char_lengths(requests: Sequence[Request]) -> list[int]:
     """Characters of the prompt, or of all message contents together."""
     return [len(r.prompt or "") if r.messages is None
-            else sum(len(m["content"]) for m in r.messages) for r in requests]
+            else sum(len(m.get("content") or "") for m in r.messages) for r in requests]
 
 
 def token_counter(tokenizer: str) -> Callable[[Request], int]:

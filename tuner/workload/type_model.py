@@ -38,9 +38,9 @@ def _texts(request: Request) -> tuple[str, str]:
     """(system prompt, last user message); a completions prompt counts as the user text."""
     if request.messages is None:
         return "", request.prompt or ""
-    system = "\n".join(m["content"] for m in request.messages if m.get("role") == "system")
-    users = [m["content"] for m in request.messages if m.get("role") == "user"]
-    return system, users[-1] if users else request.messages[-1]["content"]
+    system = "\n".join(m.get("content") or "" for m in request.messages if m.get("role") == "system")
+    users = [m.get("content") or "" for m in request.messages if m.get("role") == "user"]
+    return system, users[-1] if users else request.messages[-1].get("content") or ""
 
 
 def _bucket(value: int, edges: Sequence[int]) -> int:

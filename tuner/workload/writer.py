@@ -12,7 +12,8 @@ from tuner.workload.model import Request
 # Field order in the file: what a person reads first.
 _ORDER = ("id", "type", "messages", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed",
           "n", "stop", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs",
-          "response_format", "tools", "tool_choice", "arrival_s", "output_tokens")
+          "response_format", "tools", "tool_choice", "repetition_penalty", "min_p", "logit_bias",
+          "stop_token_ids", "arrival_s", "output_tokens")
 
 
 def request_line(request: Request) -> dict[str, Any]:
