@@ -76,16 +76,26 @@ def test_optimize_over_loads_tunes_and_measures_a_k_by_batch_size(tmp_path, tiny
     assert outcome["schedule"] == k_by_batch_size  # its deprecated alias
     assert [level["load"] for level in k_by_batch_size["levels"]] == ["concurrency 1", "concurrency 4"]
     config = k_by_batch_size["config"]
+    levels = k_by_batch_size["levels"]
+    measured = [r for r in rows if r.kind == "k_by_batch_size"]
+    trials = len({r.optuna_trial_number for r in study})
+    # Which case the tiny models give depends on the host's speed: each is checked in full.
     if config is None:  # speculation lost at both loads: nothing to deploy, nothing to measure
-        assert all(level["k"] == 0 for level in k_by_batch_size["levels"])
+        assert all(level["k"] == 0 for level in levels) and not measured
+        assert outcome["server_starts"] == trials
         return
     ranges = config["num_speculative_tokens_per_batch_size"]
     assert ranges[0][0] == 1 and config["num_speculative_tokens"] == max(r[2] for r in ranges)
-    measured = [r for r in rows if r.kind == "k_by_batch_size"]
+    assert [r[2] for r in ranges] == list(dict.fromkeys(level["k"] for level in levels))
+    if len(ranges) == 1:  # one k at both loads: that single config, measured already, no start of its own
+        assert len({level["k"] for level in levels}) == 1 and not measured
+        assert outcome["server_starts"] == trials
+        assert k_by_batch_size["best_single"] and k_by_batch_size["beats_best_single"] is None
+        return
     assert [r.status for r in measured] == ["complete", "complete"]
     assert measured[0].config == config  # the real server ran the k by batch size itself
     assert set(k_by_batch_size["measured_tokens_per_s"]) == {"concurrency 1", "concurrency 4"}
     assert all(v > 0 for v in k_by_batch_size["measured_tokens_per_s"].values())
     assert k_by_batch_size["best_single"]
     assert k_by_batch_size["beats_best_single"] in (True, False)  # both measured: the comparison was made
-    assert outcome["server_starts"] == len({r.optuna_trial_number for r in study}) + 1
+    assert outcome["server_starts"] == trials + 1
