@@ -49,7 +49,7 @@ class Figures:
     case: str
     seconds_to_cause: float
     cause: str
-    completed_lost: int
+    completed_lost: int | None  # None: the case runs no study, so there is no trial to lose
     servers_left: int
     ports_left: int
     goes_on: str
@@ -60,7 +60,14 @@ def report(figures: Figures) -> None:
     with (ARTIFACTS / "faults.jsonl").open("a") as out:
         out.write(json.dumps(asdict(figures)) + "\n")
     print(f"\n{figures}")
-    assert figures.completed_lost == 0 and figures.servers_left == 0 and figures.ports_left == 0, figures
+    assert figures.completed_lost in (0, None) and figures.servers_left == 0 and figures.ports_left == 0, figures
+
+
+def completed_lost(reported: dict[str, tuple], rows) -> int:
+    """Of the trials the tuner reported complete (label -> (tokens/s, finished at)), how many
+    the database no longer holds as complete with those figures."""
+    kept = {(r.label, r.tokens_per_s, r.finished_at) for r in rows if r.status == "complete"}
+    return sum((label, *figures) not in kept for label, figures in reported.items())
 
 
 class Watch:
@@ -114,6 +121,11 @@ class Injector(Quiet):
     def __init__(self, faults: dict, after: int = 3):
         self.faults, self.after = faults, after
         self.current, self.armed, self.answered, self.fired_at = None, False, 0, {}
+        self.completed: dict[str, tuple] = {}  # what the tuner reported complete, as it reported it
+
+    def trial_finished(self, row):
+        if row.status == "complete":
+            self.completed[row.label] = (row.tokens_per_s, row.finished_at)
 
     def trial_started(self, number, label, *args):
         self.current = label
@@ -174,6 +186,8 @@ def test_faults_during_one_study(tmp_path, tiny_models, engine_in_its_own_proces
         reader.close()
     watch.stop()
     left, ports = watch.left(), ports_left(tmp_path / "logs")
+    lost = completed_lost(injector.completed, store.trials())
+    assert "baseline" in injector.completed  # there was something to lose
     rows = {r.label: r for r in store.trials()}
     assert rows["baseline"].status == "complete"
     killed, stalled, exited = rows["ngram k=2"], rows["ngram k=4"], rows["suffix k=2"]
@@ -186,15 +200,15 @@ def test_faults_during_one_study(tmp_path, tiny_models, engine_in_its_own_proces
     assert exited.status == "failed" and "arctic" in exited.failure_cause.lower(), exited.failure_cause
     assert rows["suffix k=4"].status == "failed"  # the study went on to its last config
     report(Figures("engine SIGKILLed mid-replay", round(finished_after(killed, injector.fired_at["ngram k=2"]), 1),
-                   killed.failure_cause[:120], 0, left, ports, "yes: the next configs were measured"))
+                   killed.failure_cause[:120], lost, left, ports, "yes: the next configs were measured"))
     report(Figures("stream stalls mid-request (engine SIGSTOPped, --request-timeout 5)",
                    round(finished_after(stalled, injector.fired_at["ngram k=4"]), 1), stalled.failure_cause[:120],
-                   0, left, ports, "yes: the next configs were tried"))
+                   lost, left, ports, "yes: the next configs were tried"))
     report(Figures("server exits at start (suffix without arctic_inference)",
                    round(exited.finished_at.timestamp() - stalled.finished_at.timestamp(), 1),
-                   exited.failure_cause[:120], 0, left, ports, "yes: suffix k=4 was tried next"))
+                   exited.failure_cause[:120], lost, left, ports, "yes: suffix k=4 was tried next"))
     report(Figures("database held by a long reader", round(time.time() - started, 1),
-                   "no fault: every trial stored while the reader held its snapshot", 0, left, ports,
+                   "no fault: every trial stored while the reader held its snapshot", lost, left, ports,
                    "yes: the writer was never blocked"))
 
 
@@ -229,7 +243,7 @@ def test_a_missing_draft_and_refusals_before_any_start(tmp_path, tiny_models):
         started = list(log_dir.glob("*.log")) if log_dir.exists() else []
         assert bool(started) == (code == 1), case  # only the cases that exit at start started a server
         survivors = [p for p in psutil.process_iter(["cmdline"]) if str(missing) in " ".join(p.info["cmdline"] or [])]
-        report(Figures(case, round(seconds, 1), result.stderr.strip().splitlines()[-1][:120], 0, len(survivors),
+        report(Figures(case, round(seconds, 1), result.stderr.strip().splitlines()[-1][:120], None, len(survivors),
                        ports_left(log_dir) if started else 0,
                        "stops: the same command works once the input is fixed"))
 
@@ -243,7 +257,7 @@ def test_a_server_that_never_becomes_ready(tmp_path, tiny_models):
         VllmServer(str(tiny_models / "target"), None, options).start()
     seconds = time.time() - t0
     watch.stop()
-    report(Figures("never ready (--start-timeout 3)", round(seconds, 1), str(raised.value)[:120], 0,
+    report(Figures("never ready (--start-timeout 3)", round(seconds, 1), str(raised.value)[:120], None,
                    watch.left(), ports_left(tmp_path / "logs"), "yes: a start failure fails only its trial"))
 
 
@@ -270,7 +284,7 @@ def test_the_port_is_taken_between_choosing_and_binding(tmp_path, tiny_models):
         squatter.close()
     watch.stop()
     report(Figures("port taken before vLLM binds it", round(seconds, 1),
-                   f"port {chosen} in use: started again on {server.port}", 0, watch.left(),
+                   f"port {chosen} in use: started again on {server.port}", None, watch.left(),
                    ports_left(tmp_path / "logs"), "yes: the server started on another port"))
 
 
@@ -309,8 +323,7 @@ def test_the_tuner_killed_mid_study_resumes(tmp_path, tiny_models):
             and r.label in before} == before  # earlier figures untouched
     interrupted = rows[1]
     report(Figures("tuner SIGKILLed mid-study, then rerun", round(server_gone_s, 1),
-                   interrupted.failure_cause or "", len(before) - sum(r.label in before and r.status == "complete"
-                                                                      for r in rows),
+                   interrupted.failure_cause or "", completed_lost(before, rows),
                    left, ports_left(tmp_path / "logs"), "yes: the rerun measured only ngram k=2 again"))
 
 
@@ -342,12 +355,15 @@ def test_a_port_held_by_another_program_is_not_measured_and_the_next_run_measure
     finally:
         squatter.close()
     seconds = time.time() - t0
-    (row,) = store.trials(study_name="held port")
+    first_rows = store.trials(study_name="held port")
+    (row,) = first_rows
     assert row.status == NOT_MEASURED and "address already in use" in row.failure_cause.lower()
     assert len(list((tmp_path / "logs").glob(f"*-{port}.log"))) == 2  # tried again once
     outcome = run(None)
     rows = store.trials(study_name="held port")
     assert [r.status for r in rows] == [NOT_MEASURED, "complete"]
     assert outcome.verdict.answers[rows[1].load].baseline.tokens_per_s == rows[1].tokens_per_s > 0
-    report(Figures("--port held by another program", round(seconds, 1), row.failure_cause[:120], 0, 0,
+    report(Figures("--port held by another program", round(seconds, 1), row.failure_cause[:120],
+                   completed_lost({r.label: (r.tokens_per_s, r.finished_at) for r in first_rows
+                                   if r.status == "complete"}, rows), 0,
                    ports_left(tmp_path / "logs"), "yes: not measured; the next run measured it"))
