@@ -10,6 +10,7 @@ from tuner.report import StudyProgressView, k_by_batch_size_text, trials_table, 
 from tuner.replay import LoadSpec
 from tuner.search.k_by_batch_size import best_single, k_by_batch_size_beats_single, tune_k_by_batch_size
 from tuner.search.study import StudyOutcome, _k_by_batch_size_record
+from tuner.search.slo import parse_slos
 from tuner.search.verdict import StudyRules, study_verdict
 from tuner.store import TrialRow
 
@@ -77,6 +78,35 @@ def test_a_k_by_batch_size_measured_slower_than_the_best_single_config_is_not_th
     assert "; the k-by-batch-size schedule measured slower" in text  # the verdict says why
     assert text.splitlines()[-1].strip() == (
         """vllm serve m --speculative-config '{"method": "ngram", "num_speculative_tokens": 2}'""")
+
+
+def test_a_faster_k_by_batch_size_is_deployed_only_under_the_study_s_rules():
+    k = {n: {"method": "ngram", "num_speculative_tokens": n} for n in (2, 6)}
+    loads = (LoadSpec("concurrency", 1), LoadSpec("concurrency", 16))
+    c1, c16 = (load.label for load in loads)
+    rows = [row(0, None, 100.0, load=c1), row(0, None, 400.0, load=c16),
+            row(1, k[6], 180.0, load=c1), row(1, k[6], 420.0, load=c16),
+            row(2, k[2], 150.0, load=c1), row(2, k[2], 520.0, load=c16)]
+    rows = [replace(r, greedy_match_rate=1.0 if r.config else None, tpot_p99_s=0.01) for r in rows]
+    k_by_batch_size = tune_k_by_batch_size(rows, loads, noise=0.02)
+    single = [rows[4], rows[5]]
+    measured = [replace(r, kind="k_by_batch_size", config=k_by_batch_size.config(), tokens_per_s=t)
+                for r, t in ((rows[2], 185.0), (rows[5], 515.0))]
+
+    def verdict(measured, slos=()):
+        rules = StudyRules(slos=slos, k_by_batch_size=_k_by_batch_size_record(k_by_batch_size, measured, single))
+        return study_verdict(rows + measured, rules, noise=0.02)
+
+    assert verdict(measured).kind == "k_by_batch_size"
+    # Its own server changed greedy output at one load: the best single config is deployed.
+    changed = [measured[0], replace(measured[1], greedy_match_rate=0.5)]
+    assert verdict(changed).kind == "config" and verdict(changed).label == "ngram k=2"
+    assert "changed greedy output" in verdict(changed).headline
+    # Its TPOT p99 breaks the study's target, which every single config met.
+    slow = [replace(r, tpot_p99_s=0.05) for r in measured]
+    target = parse_slos(["tpot_p99_ms<=40"])
+    assert verdict(slow, target).kind == "config"
+    assert verdict([replace(r, tpot_p99_s=0.01) for r in measured], target).kind == "k_by_batch_size"
 
 
 def _render(k_by_batch_size, single, measured, rows) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from tuner.engine.deploy import production_args, serve_command
 from tuner.errors import TunerError
-from tuner.search.answer import DEFAULT_NOISE, Answer, choose
+from tuner.search.answer import DEFAULT_NOISE, Answer, choose, eligible
 from tuner.search.output_check import divergence_text
 from tuner.search.k_by_batch_size import best_single
 from tuner.search.slo import Slo, parse_slos
@@ -208,8 +208,11 @@ def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
             return verdict(OFF, None, "speculation off", [a.best] if a.best else [], a.verdict)
         return verdict(CONFIG, a.winner.config, a.winner.label, [a.winner], a.verdict)
     record = rules.k_by_batch_size or {}
-    if record.get("config") and record.get("beats_best_single"):
-        measured = [r for r in rows if r.kind == "k_by_batch_size" and r.status == "complete" and r.tokens_per_s]
+    measured = [r for r in rows if r.kind == "k_by_batch_size" and r.status == "complete" and r.tokens_per_s]
+    # The schedule's own server must meet the study's rules at every load as a single config
+    # must: its latency targets and its greedy output (checked like any trial's), not speed alone.
+    schedule_eligible = bool(measured) and all(eligible(r, rules.slos, rules.max_output_change) for r in measured)
+    if record.get("config") and record.get("beats_best_single") and schedule_eligible:
         shown = list({r.load: r for r in measured}.values())
         v = verdict(K_BY_BATCH_SIZE, record["config"], measured[-1].label if measured else "k by batch size",
                     shown, "")
@@ -229,6 +232,8 @@ def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
     why = ""
     if record.get("config") and record.get("beats_best_single") is False:
         why = "; the k-by-batch-size schedule measured slower"
+    elif record.get("config") and record.get("beats_best_single") and not schedule_eligible:
+        why = "; the k-by-batch-size schedule broke a latency target or changed greedy output"
     return replace(v, headline=f"{v.label}: {v.speedup:.2f}x the baseline's output tokens/s "
                                f"(geometric mean over {label_all}){why}")
 
