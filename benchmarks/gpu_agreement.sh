@@ -29,14 +29,16 @@ SERVE="python3 -m vllm.entrypoints.cli.main serve {model}"
 PROFILE=0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10  # EAGLE-3 on Llama-3.1-8B, vllm#26191 (docs/gpu.md)
 STEPS=" ${STEPS:-agreement tenmin} "
 E3=/root/models/eagle3-8b
+EAGLE3_CONFIGS=()  # the three eagle3 k both agreement steps compare with the baseline
+for k in 2 3 4; do
+    EAGLE3_CONFIGS+=(--config "eagle3 k=$k={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": $k}")
+done
 
 if wants agreement && ! is_done agreement && [ "$(left)" -gt 150 ]; then
     timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
         --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
         --synthetic-acceptance "$PROFILE" --concurrency 1,8,32 --requests 1=16,8=64,32=192 --rounds 2 \
-        --config "eagle3 k=2={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 2}" \
-        --config "eagle3 k=3={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 3}" \
-        --config "eagle3 k=4={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 4}" \
+        "${EAGLE3_CONFIGS[@]}" \
         --out "$R/gpu-agreement.json" --log-dir "$R/logs" --deadline-s "$(( $(left) - 170 ))" 2>&1 \
         | tee -a "$R/agreement.log" | grep -v '^\s*$' | tail -25
     python3 -c "import json, sys; sys.exit(0 if 'rows' in json.load(open('$R/gpu-agreement.json')) and len(json.load(open('$R/gpu-agreement.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ agreement
@@ -48,9 +50,7 @@ if wants agreement8 && ! is_done agreement8 && [ "$(left)" -gt 150 ]; then
     timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
         --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
         --synthetic-acceptance "$PROFILE" --concurrency 8 --requests 8=256 --rounds 3 \
-        --config "eagle3 k=2={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 2}" \
-        --config "eagle3 k=3={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 3}" \
-        --config "eagle3 k=4={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 4}" \
+        "${EAGLE3_CONFIGS[@]}" \
         --out "$R/gpu-agreement-c8.json" --log-dir "$R/logs" --deadline-s "$(( $(left) - 130 ))" 2>&1 \
         | tee -a "$R/agreement8.log" | grep -v '^\s*$' | tail -25
     python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$R/gpu-agreement-c8.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ agreement8

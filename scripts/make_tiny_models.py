@@ -199,11 +199,11 @@ def main() -> int:
             shutil.rmtree(partial, ignore_errors=True)
 
     missing = [name for name in wanted if args.force or not up_to_date(name)]
-    if all(up_to_date(name) for name in ALL):
-        (args.out / "STAMP").write_text(fingerprint + "\n")
     if not missing:
         for name in wanted:
             keep(name)
+        if all(up_to_date(name) for name in ALL):  # every model copied: stamp as training would
+            (args.out / "STAMP").write_text(fingerprint + "\n")
         print(f"tiny models in {args.out} are up to date ({', '.join(wanted)})")
         return 0
 

@@ -55,13 +55,18 @@ def test_answer_text_ends_with_the_deploy_command():
         "vllm serve m --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 2}'")
 
 
-def test_a_k_by_batch_size_measured_slower_than_the_best_single_config_is_not_the_one_deployed():
+def _k_six_then_two():
+    """Two loads where ngram k=6 wins at 1 and k=2 at 16: (loads, rows)."""
     k = {n: {"method": "ngram", "num_speculative_tokens": n} for n in (2, 6)}
     loads = (LoadSpec("concurrency", 1), LoadSpec("concurrency", 16))
     c1, c16 = (load.label for load in loads)
-    rows = [row(0, None, 100.0, load=c1), row(0, None, 400.0, load=c16),
-            row(1, k[6], 180.0, load=c1), row(1, k[6], 420.0, load=c16),
-            row(2, k[2], 150.0, load=c1), row(2, k[2], 520.0, load=c16)]
+    return loads, [row(0, None, 100.0, load=c1), row(0, None, 400.0, load=c16),
+                   row(1, k[6], 180.0, load=c1), row(1, k[6], 420.0, load=c16),
+                   row(2, k[2], 150.0, load=c1), row(2, k[2], 520.0, load=c16)]
+
+
+def test_a_k_by_batch_size_measured_slower_than_the_best_single_config_is_not_the_one_deployed():
+    loads, rows = _k_six_then_two()
     k_by_batch_size = tune_k_by_batch_size(rows, loads, noise=0.02)
     assert [level.k for level in k_by_batch_size.levels] == [6, 2]
     single = [rows[4], rows[5]]  # k=2: the higher geometric mean over both levels
@@ -81,12 +86,7 @@ def test_a_k_by_batch_size_measured_slower_than_the_best_single_config_is_not_th
 
 
 def test_a_faster_k_by_batch_size_is_deployed_only_under_the_study_s_rules():
-    k = {n: {"method": "ngram", "num_speculative_tokens": n} for n in (2, 6)}
-    loads = (LoadSpec("concurrency", 1), LoadSpec("concurrency", 16))
-    c1, c16 = (load.label for load in loads)
-    rows = [row(0, None, 100.0, load=c1), row(0, None, 400.0, load=c16),
-            row(1, k[6], 180.0, load=c1), row(1, k[6], 420.0, load=c16),
-            row(2, k[2], 150.0, load=c1), row(2, k[2], 520.0, load=c16)]
+    loads, rows = _k_six_then_two()
     rows = [replace(r, greedy_match_rate=1.0 if r.config else None, tpot_p99_s=0.01) for r in rows]
     k_by_batch_size = tune_k_by_batch_size(rows, loads, noise=0.02)
     single = [rows[4], rows[5]]

@@ -214,8 +214,7 @@ def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
     schedule_eligible = bool(measured) and all(eligible(r, rules.slos, rules.max_output_change) for r in measured)
     if record.get("config") and record.get("beats_best_single") and schedule_eligible:
         shown = list({r.load: r for r in measured}.values())
-        v = verdict(K_BY_BATCH_SIZE, record["config"], measured[-1].label if measured else "k by batch size",
-                    shown, "")
+        v = verdict(K_BY_BATCH_SIZE, record["config"], measured[-1].label, shown, "")
         return replace(v, headline=f"{v.label}: {v.speedup or 0:.2f}x the baseline's output tokens/s "
                                    f"(geometric mean over {label_all}), faster than the best single config")
     single = best_single(study_rows, loads, rules.slos, rules.max_output_change)

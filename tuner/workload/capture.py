@@ -32,7 +32,7 @@ from aiohttp import web
 from yarl import URL
 
 from tuner.errors import TunerError, UsageError
-from tuner.workload.loader import check_fields
+from tuner.workload.loader import CONVERTED, check_fields
 from tuner.workload.model import Request
 from tuner.workload.writer import write_line
 
@@ -129,12 +129,10 @@ def recordable(body: dict[str, Any], kind: str) -> tuple[dict[str, Any] | None, 
             return None, "chat request without messages"
         fields["messages"] = []
         for message in messages:
-            if not isinstance(message, dict):
+            if not isinstance(message, dict) or not isinstance(message.get("role"), str):
                 return None, "chat message with non-text content"
             text = _message_text(message.get("content"))
             if text is None and not (message.get("content") is None and message.get("tool_calls")):
-                return None, "chat message with non-text content"
-            if not isinstance(message.get("role"), str):
                 return None, "chat message with non-text content"
             fields["messages"].append({"role": message["role"], "content": text,
                                        **{k: message[k] for k in _MESSAGE_EXTRAS if message.get(k) is not None}})
@@ -227,11 +225,8 @@ class Recorder:
             messages = tuple({**m, "content": None if m["content"] is None else self.redact(m["content"])}
                              for m in messages)
         prompt = self.redact(fields["prompt"]) if "prompt" in fields else None
-        passed = {name: fields.get(name) for name in _PASSED}
-        if isinstance(passed["stop"], list):
-            passed["stop"] = tuple(passed["stop"])
-        if isinstance(passed["stop_token_ids"], list):
-            passed["stop_token_ids"] = tuple(passed["stop_token_ids"])
+        passed = {name: CONVERTED[name](fields[name]) if name in CONVERTED and name in fields
+                  else fields.get(name) for name in _PASSED}  # as the loader stores them
         return Request(line=seq + 1, prompt=prompt, messages=messages,
                        max_tokens=fields.get("max_tokens"), **passed, arrival_s=arrival_s,
                        id=f"capture-{seq + 1:05d}", output_tokens=output_tokens,

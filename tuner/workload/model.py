@@ -42,14 +42,6 @@ class Request:
     type: str | None = None  # a per-line workload type; overrides the classifier of `workload split`
 
     @property
-    def text(self) -> str:
-        """The prompt, or the chat's message contents joined by newlines (an assistant turn
-        that only called tools has none)."""
-        if self.messages is None:
-            return self.prompt or ""
-        return "\n".join(m.get("content") or "" for m in self.messages)
-
-    @property
     def is_chat(self) -> bool:
         return self.messages is not None
 

@@ -78,8 +78,10 @@ def distribution(values: Sequence[float]) -> Distribution:
 
 def prompt_text(request: Request) -> str:
     """The prompt, or a chat's message contents joined by newlines (what a tokenizer without
-    a chat template reads)."""
-    return request.text
+    a chat template reads; an assistant turn that only called tools has no content)."""
+    if request.messages is None:
+        return request.prompt or ""
+    return "\n".join(m.get("content") or "" for m in request.messages)
 
 
 def char_lengths(requests: Sequence[Request]) -> list[int]:
