@@ -92,7 +92,8 @@ def test_configs_shown_equal_go_to_the_smaller_k_and_the_rest_are_undecided():
     assert once.verdict == ("{'method': 'ngram', 'num_speculative_tokens': 4}: 1.40x the baseline's output "
                             "tokens/s; undecided between {'method': 'ngram', 'num_speculative_tokens': 4} and "
                             "{'method': 'ngram', 'num_speculative_tokens': 2} at this load (neither separated nor "
-                            "shown equal within the noise: more replays decide, --max-repeats)")
+                            "shown equal within the noise: more replays decide, --max-repeats, and a second start of "
+                            "each where --trials leaves room)")
     # Noisy replays of each (MAD 3 %) neither separate 139 from 140 nor show them equal.
     noisy = choose([base, replace(two, tokens_per_s_mad=4.0), replace(four, tokens_per_s_mad=4.0)], noise=0.02)
     assert noisy.winner.config == k4 and len(noisy.undecided) == 1
@@ -236,3 +237,32 @@ def test_top_two_margins_are_read_from_completion_and_chat_chunks():
                         {"token": "token_id:6", "logprob": 0.0, "top_logprobs": [{"token": "token_id:6", "logprob": 0.0}]}]}
     assert _top_margins(chat) == [pytest.approx(1.0), None]
     assert _top_margins(None) == []
+
+
+def test_the_starts_of_one_config_are_pooled_into_one_row_per_load():
+    """A second start of a config (study._settle_undecided) is a second row of it at each load;
+    the answer sees one, from every replay of both, with the worse greedy check of the two."""
+    from dataclasses import replace
+
+    from tuner.search.answer import pooled
+
+    k2 = {"method": "ngram", "num_speculative_tokens": 2}
+    base = replace(row(None, 100), replays=(100.0, 100.0))
+    first = replace(row(k2, 130), repeats=3, replays=(120.0, 140.0, 130.0), greedy_match_rate=1.0,
+                    marks=("a",))
+    second = replace(row(k2, 132), repeats=3, replays=(131.8, 132.0, 132.2), greedy_match_rate=0.5,
+                     marks=("b",))
+    once = replace(row(k2, 1), replays=(1.0,), load="concurrency 8")  # another load: its own
+    rows = pooled([base, first, once, second])
+    assert [r.load for r in rows] == ["concurrency 1", "concurrency 8", "concurrency 1"]
+    both = rows[-1]
+    assert both.starts == 2 and both.repeats == 6 and both.tokens_per_s == pytest.approx(131.9)
+    assert both.tokens_per_s_mad == pytest.approx(1.4826 * 1.1)
+    assert both.greedy_match_rate == 0.5 and both.marks == ("a", "b")
+    assert rows[0] is base and rows[1] is once
+    # Rows without stored replays (an older database) stay as they are.
+    old = [row(k2, 130), row(k2, 132)]
+    assert pooled(old) == old
+    # choose() decides on the pooled row: a start that changed greedy output rules the config out.
+    assert choose([base, first, replace(second, greedy_match_rate=1.0)], noise=0.02).winner.starts == 2
+    assert choose([base, first, second], noise=0.02).output_changed[0].starts == 2

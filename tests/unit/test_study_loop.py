@@ -406,7 +406,8 @@ def test_with_max_repeats_each_trial_is_told_what_it_must_reach_to_be_chosen(set
     grid = OptimizeSettings(trials=5, strategy="grid")
     optimize("m", workload, space, replace(settings, max_repeats=4), store, optuna_storage(url), grid, Quiet())
     measured = {label: tokens for label, tokens in ((r.label, r.tokens_per_s) for r in store.trials())}
-    assert [label for label, _ in seen] == ["baseline", "ngram k=2", "ngram k=4"]
+    # (The stand-in gives one replay each, which leaves k=2 and k=4 undecided: second starts follow.)
+    assert [label for label, _ in seen[:3]] == ["baseline", "ngram k=2", "ngram k=4"]
     assert seen[0][1] == {}  # nothing measured yet: the baseline is measured to its precision
     assert seen[1][1] == {"concurrency 1": pytest.approx(measured["baseline"] * 0.98)}
     best = max(measured["baseline"], measured["ngram k=2"])
@@ -416,3 +417,62 @@ def test_with_max_repeats_each_trial_is_told_what_it_must_reach_to_be_chosen(set
     optimize("m", workload, space, settings, store, optuna_storage(url),
              OptimizeSettings(trials=5, strategy="grid", name="fixed repeats"), Quiet())
     assert seen and all(reach == {} for _, reach in seen)
+
+
+def replays_of(spec, values, load="concurrency 1"):
+    """A measurement of ``spec`` whose replays gave ``values`` tokens/s."""
+    from dataclasses import replace
+
+    one = fake_measurement(spec, values[0], load=load)
+    runs = [replace(one.runs[0], repeat=i, summary=replace(one.runs[0].summary, output_tokens_per_s=v))
+            for i, v in enumerate(values)]
+    return replace(one, runs=runs)
+
+
+def test_an_undecided_pair_gets_a_second_start_pooled_with_the_first(setup, monkeypatch):
+    """--max-repeats: ngram k=4 (132 +- 1) and k=2 (120, 140, 130) are neither separated nor
+    shown equal within the 2 % tolerance. The study starts the less well known one again, pools
+    its replays with the first start's, and goes on until the pair is decided (here: shown
+    equal, so the smaller k) or --trials allows no more starts, when it says undecided."""
+    from dataclasses import replace
+
+    url, store, workload, settings = setup
+    first = {"baseline": [100.0, 101.0, 99.0], "ngram k=2": [120.0, 140.0, 130.0], "ngram k=4": [131.0, 133.0, 132.0]}
+    second = {"ngram k=2": [130.0, 131.0, 132.0], "ngram k=4": [131.8, 132.0, 132.2]}
+    calls = []
+
+    def measure(model, spec, workload, settings, progress):
+        label = spec.label if spec else "baseline"
+        again = label in calls
+        calls.append(label)
+        return [replays_of(spec, second[label] if again else first[label])]
+
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
+    space = SearchSpace(methods=("ngram",), ks=(2, 4))
+    precise = replace(settings, max_repeats=3)
+    outcome = optimize("m", workload, space, precise, store, optuna_storage(url),
+                       OptimizeSettings(trials=5, strategy="grid"), Quiet())
+    assert calls == ["baseline", "ngram k=2", "ngram k=4", "ngram k=2", "ngram k=4"]
+    assert outcome.restarts == 5
+    answer = outcome.answer
+    assert answer.winner.label == "ngram k=2" and not answer.undecided  # shown equal: the smaller k
+    assert answer.winner.starts == 2 and answer.winner.repeats == 6
+    assert sorted(answer.winner.replays) == [120.0, 130.0, 130.0, 131.0, 132.0, 140.0]
+    assert answer.winner.tokens_per_s == pytest.approx(130.5)
+    again = [r for r in store.trials() if r.proposal_reason and r.proposal_reason.startswith("second start")]
+    assert [r.label for r in again] == ["ngram k=2", "ngram k=4"]
+    assert "undecided against ngram k=4 at concurrency 1" in again[0].proposal_reason
+
+    # --trials 4: one start left after the three configs; the pair stays undecided and says so.
+    calls.clear()
+    tight = optimize("m", workload, space, precise, store, optuna_storage(url),
+                     OptimizeSettings(trials=4, strategy="grid", name="tight"), Quiet())
+    assert calls == ["baseline", "ngram k=2", "ngram k=4", "ngram k=2"]
+    assert tight.restarts == 4
+    assert [r.label for r in tight.answer.undecided] and "undecided between" in tight.answer.verdict
+
+    # Without --max-repeats a trial's replays are what the user asked for: no second start.
+    calls.clear()
+    optimize("m", workload, space, settings, store, optuna_storage(url),
+             OptimizeSettings(trials=5, strategy="grid", name="fixed"), Quiet())
+    assert calls == ["baseline", "ngram k=2", "ngram k=4"]

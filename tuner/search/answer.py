@@ -5,14 +5,16 @@ latency target, or changed greedy output beyond the allowed share, is never the 
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tuner.errors import TunerError
 from tuner.search.guided import DEFAULT_RUN_NOISE
 from tuner.search.output_check import output_changed
 from tuner.search.slo import Slo, feasible
-from tuner.stats import RepeatStats, shown_equal, tied
+from tuner.stats import RepeatStats, relative_precision, repeat_stats, shown_equal, tied
 from tuner.store import TrialRow
 from tuner.trust import latency_trusted
 
@@ -23,6 +25,46 @@ def trial_stats(t: TrialRow) -> RepeatStats:
     low, high = t.tokens_per_s_ci or (t.tokens_per_s, t.tokens_per_s)
     return RepeatStats(n=t.repeats, median=t.tokens_per_s, mad=t.tokens_per_s_mad or 0.0,
                        ci_low=low, ci_high=high)
+
+
+def pooled(rows: Sequence[TrialRow]) -> list[TrialRow]:
+    """``rows`` with the completed study rows of one config at one load, measured on more than
+    one server (a second start of an undecided contender), made one: its figures from all their
+    replays together, greedy output as the worst of them kept it, every mark of any. Latencies
+    and acceptance are the latest start's. It stands where the latest of them stood."""
+    def key(r: TrialRow) -> tuple[str, str] | None:
+        if r.kind != "study" or r.status != "complete" or r.tokens_per_s is None or not r.replays:
+            return None
+        return json.dumps(r.config, sort_keys=True), r.load
+
+    groups: dict[tuple[str, str], list[TrialRow]] = {}
+    for r in rows:
+        if (k := key(r)) is not None:
+            groups.setdefault(k, []).append(r)
+    found = []
+    for r in rows:
+        group = groups.get(key(r)) if key(r) is not None else None
+        if group is None or len(group) == 1:
+            found.append(r)
+        elif r is group[-1]:
+            found.append(_pool(group))
+    return found
+
+
+def _pool(group: Sequence[TrialRow]) -> TrialRow:
+    values = [v for r in group for v in r.replays]
+    stats = repeat_stats(values)
+    precision = relative_precision(values)
+    matches = [r.greedy_match_rate for r in group if r.greedy_match_rate is not None]
+    worst = min(group, key=lambda r: r.greedy_match_rate if r.greedy_match_rate is not None else 2.0)
+    return replace(group[-1], tokens_per_s=stats.median, tokens_per_s_mad=stats.mad,
+                   tokens_per_s_ci=(stats.ci_low, stats.ci_high), repeats=stats.n,
+                   tokens_per_s_precision=precision if math.isfinite(precision) else None,
+                   greedy_match_rate=min(matches) if matches else None,
+                   greedy_near_tie_rate=worst.greedy_near_tie_rate if matches else group[-1].greedy_near_tie_rate,
+                   first_divergence=worst.first_divergence if matches else group[-1].first_divergence,
+                   marks=tuple(dict.fromkeys(m for r in group for m in r.marks)),
+                   replays=tuple(values), starts=sum(r.starts for r in group))
 
 
 def trial_k(t: TrialRow) -> int:
@@ -99,7 +141,8 @@ class Answer:
     def undecided_text(self) -> str:
         others = " or ".join(r.label for r in self.undecided)
         return (f"undecided between {self.winner.label} and {others} at this load (neither separated "
-                f"nor shown equal within the noise: more replays decide, --max-repeats)")
+                f"nor shown equal within the noise: more replays decide, --max-repeats, and a second "
+                f"start of each where --trials leaves room)")
 
 
 def eligible(t: TrialRow, slos: Sequence[Slo], max_output_change: float | None) -> bool:
@@ -124,8 +167,8 @@ def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE, slos: Seque
     one wins, and the answer says it is undecided between them). (Why the ties use the run
     noise, not ``noise``: docs/notes-from-code.md.)
     """
-    done = [t for t in trials if t.status == "complete" and t.tokens_per_s is not None
-            and t.kind == "study"]
+    done = pooled([t for t in trials if t.status == "complete" and t.tokens_per_s is not None
+                   and t.kind == "study"])
     baselines = [t for t in done if t.config is None]
     if not baselines:
         name = trials[0].study_name if trials else "this study"

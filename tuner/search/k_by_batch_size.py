@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.replay import LoadSpec
-from tuner.search.answer import DEFAULT_NOISE, choose, eligible, trial_k, trial_stats
+from tuner.search.answer import DEFAULT_NOISE, choose, eligible, pooled, trial_k, trial_stats
 from tuner.search.slo import Slo
 from tuner.stats import geometric_mean
 from tuner.store import TrialRow
@@ -96,7 +96,7 @@ def tune_k_by_batch_size(rows: Sequence[TrialRow], loads: Sequence[LoadSpec],
     if len(loads) < 2 or any(load.mode != "concurrency" for load in loads):
         return None
     ordered = sorted(loads, key=lambda load: load.concurrency)
-    done = [r for r in rows if r.status == "complete" and r.tokens_per_s and r.kind == "study"]
+    done = pooled([r for r in rows if r.status == "complete" and r.tokens_per_s and r.kind == "study"])
     at = {load.label: [r for r in done if r.load == load.label] for load in ordered}
     baselines = {label: next((r for r in reversed(rs) if r.config is None), None) for label, rs in at.items()}
     if any(b is None for b in baselines.values()):
@@ -134,7 +134,7 @@ def best_single(rows: Sequence[TrialRow], loads: Sequence[LoadSpec] | Sequence[s
     was measured at all."""
     labels = [load if isinstance(load, str) else load.label for load in loads]
     by_config: dict[int, dict[str, TrialRow]] = {}
-    for r in rows:
+    for r in pooled(rows):
         if (r.status == "complete" and r.tokens_per_s and r.kind == "study"
                 and eligible(r, slos, max_output_change)):
             by_config.setdefault(r.optuna_trial_number, {})[r.load] = r

@@ -14,6 +14,7 @@ results starts from the previous best.
 from __future__ import annotations
 
 import json
+import math
 import platform
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -28,7 +29,7 @@ from tuner.engine.installed import gpu_name
 from tuner.engine.server import synthetic_text
 from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
-from tuner.search.answer import DEFAULT_NOISE, Answer, choose, trial_stats
+from tuner.search.answer import DEFAULT_NOISE, Answer, choose, pooled, trial_stats
 from tuner.search.output_check import NEAR_TIE_MARGIN, BaselineOutputs, compare_outputs, output_changed, worst
 from tuner.search.guided import DEFAULT_RUN_NOISE, DEFAULT_Z, key_of, observation
 from tuner.search.proposers import Proposer, QueueProposer, SamplerProposer, guided_proposer, to_rerun
@@ -48,6 +49,9 @@ MAX_ERROR_RATE = 0.1  # more failed requests than this and the figures mean noth
 INTERRUPTED = "interrupted"
 NOT_MEASURED_ATTR = "not_measured"  # user attr: the transient fault that kept a trial from being measured
 STRATEGIES = ("guided", "tpe", "grid")
+# Servers one config is measured on at most: an undecided config gets one more start, whose
+# replays are pooled with the first's (answer.pooled), when its own server's spread may be why.
+MAX_STARTS = 2
 
 
 @dataclass(frozen=True)
@@ -301,6 +305,10 @@ def optimize(
             for row in rows:
                 progress.trial_finished(row)
             _store_pareto(store, run_id, name)
+        if settings.max_repeats is not None and not options.join:  # the creator alone settles
+            restarts += starts_per_trial * _settle_undecided(
+                name, model, workload, settings, store, run_id, progress, measure, options,
+                len(_measured(study, not_measured)))
         k_by_batch_size, k_by_batch_size_rows, single = None, None, None
         if len(settings.loads) > 1 and not options.join:  # the creator alone measures k by batch size
             k_by_batch_size, k_by_batch_size_rows, single = _k_by_batch_size(
@@ -331,6 +339,73 @@ def _k_by_batch_size(name: str, model: str, workload: Workload, settings: Measur
                                             run_id, progress, measure, options.noise, options.near_tie_margin)
     store.set_run_fields(run_id, k_by_batch_size=_k_by_batch_size_record(k_by_batch_size, measured, single))
     return k_by_batch_size, measured, single
+
+
+def _to_start_again(rows: Sequence[TrialRow], options: OptimizeSettings,
+                    tried: Collection[str]) -> tuple[TrialRow, str] | None:
+    """Of the configs left undecided against a load's winner (``Answer.undecided``), winner
+    included, the one whose tokens/s is known least well (standard error over median), started
+    fewer than MAX_STARTS times and not tried already; with why, in words."""
+    found = []
+    for load in measured_loads(rows):
+        answer = choose([r for r in rows if r.load == load], options.noise, options.slos, options.output_rule)
+        if not answer.undecided or answer.winner is None:
+            continue
+        for row in (answer.winner, *answer.undecided):
+            if row.starts < MAX_STARTS and json.dumps(row.config, sort_keys=True) not in tried:
+                other = answer.winner if row is not answer.winner else answer.undecided[0]
+                error = (row.tokens_per_s_mad or 0.0) / math.sqrt(max(row.repeats, 1)) / row.tokens_per_s
+                found.append((error, row, f"undecided against {other.label} at {load}"))
+    if not found:
+        return None
+    _, row, why = max(found, key=lambda f: f[0])
+    return row, why
+
+
+def _settle_undecided(name: str, model: str, workload: Workload, settings: MeasureSettings,
+                      store: ResultStore, run_id: int, progress: StudyProgress, measure,
+                      options: OptimizeSettings, measured: int) -> int:
+    """Measure again what decides: while a load's winner and a contender are neither separated
+    nor shown equal, start the less well known of them once more (its replays pooled with its
+    first start's), as long as the study's --trials allow a start; returns the starts spent.
+    Only with --max-repeats: a trial's own replays were not enough, so the spread between its
+    servers may be the cause (on the H200 a server's tokens/s climbed over its first minute)."""
+    spent, tried = 0, set()
+    while True:
+        rows = store.trials(study_name=name)
+        second_starts = sum(r.starts - 1 for r in pooled(rows) if r.kind == "study")
+        if measured + second_starts >= options.trials:
+            return spent
+        pick = _to_start_again(rows, options, tried)
+        if pick is None:
+            return spent
+        row, why = pick
+        tried.add(json.dumps(row.config, sort_keys=True))
+        spec = SpecConfig.from_vllm(row.config) if row.config is not None else None
+        trial_id = store.start_trial(run_id, row.optuna_trial_number, row.config, row.label,
+                                     reason=f"second start: {why}")
+        spent += 1
+        try:
+            progress.trial_started(row.optuna_trial_number, f"{row.label} again ({why})",
+                                   measured + second_starts, options.trials)
+            measurements = measure(model, spec, workload, _with_reach(settings, store, name), progress)
+        except KeyboardInterrupt:
+            store.end_trial(trial_id, "interrupted", "interrupted by the user (Ctrl-C or SIGTERM)")
+            raise
+        except TunerError as exc:
+            log_path = getattr(exc, "log_path", None)
+            store.end_trial(trial_id, NOT_MEASURED if exc.transient else "failed", str(exc),
+                            str(log_path) if log_path else None)
+            continue
+        _store_measurements(store, trial_id, name, measurements, options.noise, options.output_rule,
+                            options.near_tie_margin)
+        failed = [m.summary for m in measurements if m.summary.failed > MAX_ERROR_RATE * m.summary.requests]
+        if failed:
+            store.end_trial(trial_id, "failed", f"{failed[0].failed} of {failed[0].requests} requests failed "
+                                                f"({'; '.join(failed[0].errors)})")
+        same = [r for r in store.trials(study_name=name) if r.optuna_trial_number == row.optuna_trial_number]
+        for r in same[-len(measurements):]:
+            progress.trial_finished(r)
 
 
 def _store_pareto(store: ResultStore, run_id: int, name: str) -> None:

@@ -68,6 +68,8 @@ class TrialRow:
     trial_s: float | None = None  # the whole trial: start, warm-up, replays, /metrics, stop
     drafts: int | None = None  # from /metrics over the replay: draft_tokens / drafts = k applied
     draft_tokens: int | None = None
+    replays: tuple[float, ...] = ()  # tokens/s of each replay at this load
+    starts: int = 1  # servers its figures come from (answer.pooled: a second start of an undecided config)
 
     @property
     def greedy_change_rate(self) -> float | None:
@@ -267,7 +269,9 @@ class ResultStore:
     def trials(self, study_name: str | None = None, model: str | None = None,
                workload_type: str | None = None) -> list[TrialRow]:
         query = (select(TrialRecord).join(StudyRun).join(TargetModel).join(WorkloadRecord)
-                 .options(selectinload(TrialRecord.metrics), selectinload(TrialRecord.study_run)
+                 .options(selectinload(TrialRecord.metrics),
+                          selectinload(TrialRecord.runs).load_only(TrialRun.load, TrialRun.output_tokens_per_s),
+                          selectinload(TrialRecord.study_run)
                           .selectinload(StudyRun.model), selectinload(TrialRecord.study_run)
                           .selectinload(StudyRun.workload))
                  .order_by(TrialRecord.id))
@@ -374,4 +378,5 @@ class ResultStore:
             startup_s=t.startup_s,
             trial_s=(t.finished_at - t.started_at).total_seconds() if t.finished_at and t.started_at else None,
             drafts=m.drafts if m else None, draft_tokens=m.draft_tokens if m else None,
+            replays=tuple(r.output_tokens_per_s for r in t.runs if r.load == m.load) if m else (),
         )
