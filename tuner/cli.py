@@ -250,7 +250,7 @@ def optimize(
         help="ngram prompt_lookup MIN-MAX, repeatable (default 2-4).")] = None,
     study_file: Annotated[Optional[Path], typer.Option(
         "--study", help="TOML study file with the space, server args and load (flags override it).")] = None,
-    trials: Annotated[Optional[int], typer.Option(help="Configurations to measure, baseline included (default 20).")] = None,
+    trials: Annotated[Optional[int], typer.Option(help="Server starts: configurations to measure, baseline included, and with --max-repeats the second starts that settle an undecided pair (default 20).")] = None,
     noise: Annotated[Optional[float], typer.Option(
         help="A winner must beat the baseline by more than this fraction (default 0.05).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of Poisson arrivals.")] = 0,

@@ -308,7 +308,8 @@ def answer_text(answer: Answer, with_verdict: bool = True) -> str:
     w = answer.winner
     if w is not None and w.repeats > 1 and w.tokens_per_s_ci:
         known = f", mean known to +-{w.tokens_per_s_precision:.1%}" if w.tokens_per_s_precision else ""
-        lines.append(f"winner over {w.repeats} runs: median {w.tokens_per_s:.1f} tok/s, MAD "
+        servers = f" on {w.starts} servers" if w.starts > 1 else ""
+        lines.append(f"winner over {w.repeats} runs{servers}: median {w.tokens_per_s:.1f} tok/s, MAD "
                      f"{w.tokens_per_s_mad:.1f}, 95% CI {w.tokens_per_s_ci[0]:.1f}-{w.tokens_per_s_ci[1]:.1f}{known}")
     shown = w or answer.baseline
     lines.append(f"measured {shown.finished_at:%Y-%m-%d %H:%M} on {shown.host}, "
@@ -344,7 +345,7 @@ def answer_dict(answer: Answer) -> dict:
                 "tpot_p50_s": r.tpot_p50_s, "ttft_p50_s": r.ttft_p50_s,
                 "acceptance_rate": r.acceptance_rate, "mean_acceptance_length": r.mean_acceptance_length,
                 "per_position": r.per_position, "trial": r.optuna_trial_number,
-                "repeats": r.repeats, "tokens_per_s_mad": r.tokens_per_s_mad,
+                "repeats": r.repeats, "starts": r.starts, "tokens_per_s_mad": r.tokens_per_s_mad,
                 "tokens_per_s_ci": r.tokens_per_s_ci, "tokens_per_s_precision": r.tokens_per_s_precision,
                 "greedy_match_rate": r.greedy_match_rate,
                 "greedy_near_tie_rate": r.greedy_near_tie_rate, "greedy_change_rate": r.greedy_change_rate,

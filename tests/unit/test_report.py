@@ -166,3 +166,27 @@ def test_a_failed_trial_over_several_loads_is_no_load_level_of_its_own():
     verdict = study_verdict(rows, StudyRules(), 0.05)
     assert list(verdict.answers) == ["concurrency 1", "concurrency 8"]
     assert verdict.label == "ngram k=2"
+
+
+def test_the_one_config_over_the_loads_is_decided_by_the_same_rule_as_each_load():
+    """Over several loads the single config is chosen as at one load: configs shown equal over
+    the loads go to the smaller k, and ones neither separated nor shown equal leave the verdict
+    undecided, said in its headline, instead of taking the higher geometric mean silently."""
+    k = {n: {"method": "ngram", "num_speculative_tokens": n} for n in (2, 4)}
+    c1, c8 = "concurrency 1", "concurrency 8"
+
+    def replayed(r, mad, n=4):
+        return replace(r, repeats=n, tokens_per_s_mad=mad)
+
+    base = [replayed(row(0, None, 100.0, load=c1), 0.5), replayed(row(0, None, 400.0, load=c8), 2.0)]
+    # Steady replays, k=4 0.5 % above k=2 at both loads: shown equal, so k=2.
+    steady = base + [replayed(row(1, k[4], 150.6, load=c1), 0.5), replayed(row(1, k[4], 602.4, load=c8), 2.0),
+                     replayed(row(2, k[2], 149.8, load=c1), 0.5), replayed(row(2, k[2], 599.2, load=c8), 2.0)]
+    verdict = study_verdict(steady)
+    assert verdict.label == "ngram k=2" and "undecided" not in verdict.headline
+    # Spread replays (MAD 4 %) of the same medians: neither separated nor shown equal.
+    spread = [replayed(r, r.tokens_per_s * 0.04) if r.config else r for r in steady]
+    verdict = study_verdict(spread)
+    assert verdict.label == "ngram k=4"
+    assert ("undecided between ngram k=4 and ngram k=2 over concurrency 1,concurrency 8 (neither "
+            "separated nor shown equal") in verdict.headline

@@ -2,6 +2,8 @@
 tests/integration/test_optimize_real.py runs it on the real vLLM server)."""
 
 
+import json
+
 import optuna
 import pytest
 from fastapi.testclient import TestClient
@@ -11,7 +13,7 @@ from fakes import Quiet, fake_measurement
 from tuner.engine import ServerOptions
 from tuner.errors import MetricsError, ServerDiedError, ServerStartError, TunerError
 from tuner.replay import LoadSpec
-from tuner.report import k_by_batch_size_text, outcome_dict
+from tuner.report import answer_text, k_by_batch_size_text, outcome_dict
 from tuner.search import OptimizeSettings, SearchSpace, optimize
 from tuner.search import study as study_module
 from tuner.search.slo import parse_slos
@@ -459,6 +461,7 @@ def test_an_undecided_pair_gets_a_second_start_pooled_with_the_first(setup, monk
     assert answer.winner.starts == 2 and answer.winner.repeats == 6
     assert sorted(answer.winner.replays) == [120.0, 130.0, 130.0, 131.0, 132.0, 140.0]
     assert answer.winner.tokens_per_s == pytest.approx(130.5)
+    assert "winner over 6 runs on 2 servers: median 130.5 tok/s" in answer_text(answer)
     again = [r for r in store.trials() if r.proposal_reason and r.proposal_reason.startswith("second start")]
     assert [r.label for r in again] == ["ngram k=2", "ngram k=4"]
     assert "undecided against ngram k=4 at concurrency 1" in again[0].proposal_reason
@@ -476,3 +479,31 @@ def test_an_undecided_pair_gets_a_second_start_pooled_with_the_first(setup, monk
     optimize("m", workload, space, settings, store, optuna_storage(url),
              OptimizeSettings(trials=5, strategy="grid", name="fixed"), Quiet())
     assert calls == ["baseline", "ngram k=2", "ngram k=4"]
+
+
+def test_a_single_config_undecided_over_the_loads_is_started_again_too():
+    """k=4 wins at concurrency 1 and k=2 at 8, each clearly; over both loads (the one config to
+    deploy) their geometric means are neither separated nor shown equal: that pair is what a
+    second start settles."""
+    from dataclasses import replace
+
+    from test_report import row
+
+    from tuner.search.study import _to_start_again
+
+    k = {n: {"method": "ngram", "num_speculative_tokens": n} for n in (2, 4)}
+    c1, c8 = "concurrency 1", "concurrency 8"
+
+    def replayed(r):
+        return replace(r, repeats=2, tokens_per_s_mad=r.tokens_per_s * 0.015)
+
+    rows = [replayed(r) for r in (row(0, None, 100.0, load=c1), row(0, None, 400.0, load=c8),
+                                  row(1, k[4], 160.0, load=c1), row(1, k[4], 562.0, load=c8),
+                                  row(2, k[2], 150.0, load=c1), row(2, k[2], 600.0, load=c8))]
+    options = OptimizeSettings()
+    again, why = _to_start_again(rows, options, tried=set())
+    assert again.config in (k[2], k[4]) and why.endswith("over concurrency 1,concurrency 8")
+    assert why.startswith("undecided against ngram k=")
+    # Tried once already, or started twice: nothing left to settle.
+    assert _to_start_again(rows, options, tried={json.dumps(k[2], sort_keys=True), json.dumps(k[4], sort_keys=True)}) is None
+    assert _to_start_again([replace(r, starts=2) for r in rows], options, tried=set()) is None

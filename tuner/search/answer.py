@@ -139,10 +139,14 @@ class Answer:
 
     @property
     def undecided_text(self) -> str:
-        others = " or ".join(r.label for r in self.undecided)
-        return (f"undecided between {self.winner.label} and {others} at this load (neither separated "
-                f"nor shown equal within the noise: more replays decide, --max-repeats, and a second "
-                f"start of each where --trials leaves room)")
+        return undecided_text(self.winner.label, [r.label for r in self.undecided], "at this load")
+
+
+def undecided_text(winner: str, others: Sequence[str], where: str) -> str:
+    """What the answer says of contenders neither separated from its winner nor shown equal."""
+    return (f"undecided between {winner} and {' or '.join(others)} {where} (neither separated nor shown "
+            f"equal within the noise: more replays decide, --max-repeats, and a second start of each "
+            f"where --trials leaves room)")
 
 
 def eligible(t: TrialRow, slos: Sequence[Slo], max_output_change: float | None) -> bool:

@@ -19,7 +19,8 @@ from typing import Any
 from tuner.replay import LoadSpec
 from tuner.search.answer import DEFAULT_NOISE, choose, eligible, pooled, trial_k, trial_stats
 from tuner.search.slo import Slo
-from tuner.stats import geometric_mean
+from tuner.search.guided import DEFAULT_RUN_NOISE
+from tuner.stats import RepeatStats, geometric_mean, shown_equal, tied
 from tuner.store import TrialRow
 
 PER_BATCH_SIZE = "num_speculative_tokens_per_batch_size"
@@ -127,26 +128,59 @@ def tune_k_by_batch_size(rows: Sequence[TrialRow], loads: Sequence[LoadSpec],
     return KByBatchSize(drafters[best_key], tuple(levels), ranges)
 
 
-def best_single(rows: Sequence[TrialRow], loads: Sequence[LoadSpec] | Sequence[str], slos: Sequence[Slo] = (),
-                max_output_change: float | None = 0.0) -> list[TrialRow] | None:
-    """The one config (the same at every load) with the highest geometric mean of its score over
-    the loads, eligible at each (``answer.eligible``); its rows in load order. None if no config
-    was measured at all."""
+@dataclass(frozen=True)
+class Single:
+    """The one config for every load, decided as ``answer.choose`` decides at one load."""
+
+    rows: list[TrialRow]  # in load order
+    undecided: tuple[list[TrialRow], ...] = ()  # neither separated from it nor shown equal, over the loads
+
+
+def single_stats(rows: Sequence[TrialRow]) -> RepeatStats:
+    """One config's figure over the loads: the geometric mean of its medians, with the spread of
+    that mean (each load's relative MAD, added as independent errors, over the loads); n, the
+    fewest replays of any load."""
+    mean = geometric_mean([r.tokens_per_s for r in rows])
+    spread = math.hypot(*[(r.tokens_per_s_mad or 0.0) / r.tokens_per_s for r in rows]) / len(rows)
+    return RepeatStats(n=min(r.repeats for r in rows), median=mean, mad=mean * spread, ci_low=mean, ci_high=mean)
+
+
+def single_answer(rows: Sequence[TrialRow], loads: Sequence[LoadSpec] | Sequence[str], slos: Sequence[Slo] = (),
+                  max_output_change: float | None = 0.0, noise: float = DEFAULT_NOISE) -> Single | None:
+    """The one config (the same at every load), eligible at each (``answer.eligible``): the
+    highest geometric mean of its score over the loads, and among the speculative configs not
+    separated from it (``single_stats``, the run noise or ``noise`` where smaller), those shown
+    equal go to the smallest k and the rest leave it undecided, as at one load. None if no config
+    was measured at every load."""
     labels = [load if isinstance(load, str) else load.label for load in loads]
     by_config: dict[int, dict[str, TrialRow]] = {}
     for r in pooled(rows):
         if (r.status == "complete" and r.tokens_per_s and r.kind == "study"
                 and eligible(r, slos, max_output_change)):
             by_config.setdefault(r.optuna_trial_number, {})[r.load] = r
-    complete = [c for c in by_config.values() if all(label in c for label in labels)]
+    complete = [[c[label] for label in labels] for c in by_config.values() if all(label in c for label in labels)]
     if not complete:
         return None
 
-    def geomean(c: dict[str, TrialRow]) -> float:
-        return math.fsum(math.log(max(trial_stats(c[label]).score, 1e-9)) for label in labels)
+    def score(c: list[TrialRow]) -> float:
+        return math.fsum(math.log(max(trial_stats(r).score, 1e-9)) for r in c)
 
-    best = max(complete, key=geomean)
-    return [best[label] for label in labels]
+    top = max(complete, key=score)
+    if top[0].config is None:
+        return Single(top)
+    tolerance = min(noise, DEFAULT_RUN_NOISE)
+    candidates = [c for c in complete if c[0].config is not None
+                  and tied(single_stats(c), single_stats(top), tolerance)]
+    equal = [c for c in candidates if c is top or shown_equal(single_stats(c), single_stats(top), tolerance)]
+    winner = min(equal, key=lambda c: (trial_k(c[0]), -score(c)))
+    return Single(winner, tuple(c for c in candidates if all(c is not e for e in equal)))
+
+
+def best_single(rows: Sequence[TrialRow], loads: Sequence[LoadSpec] | Sequence[str], slos: Sequence[Slo] = (),
+                max_output_change: float | None = 0.0, noise: float = DEFAULT_NOISE) -> list[TrialRow] | None:
+    """``single_answer``'s config: its rows in load order."""
+    found = single_answer(rows, loads, slos, max_output_change, noise)
+    return found.rows if found else None
 
 
 def k_by_batch_size_beats_single(k_by_batch_size_rows: Sequence[TrialRow] | None,

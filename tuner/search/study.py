@@ -35,12 +35,12 @@ from tuner.search.guided import DEFAULT_RUN_NOISE, DEFAULT_Z, key_of, observatio
 from tuner.search.proposers import Proposer, QueueProposer, SamplerProposer, guided_proposer, to_rerun
 from tuner.search.predict import Observation
 from tuner.search.k_by_batch_size import (KByBatchSize, best_single, k_by_batch_size_beats_single,
-                                          tune_k_by_batch_size)
+                                          single_answer, single_stats, tune_k_by_batch_size)
 from tuner.search.slo import Slo, pareto_front
 from tuner.search.space import Candidate, SearchSpace
 from tuner.search.verdict import StudyRules, Verdict, measured_loads, study_verdict
 from tuner.search.workers import WAIT_S, fail_stale, has_waiting, heartbeat, heartbeats_on, pending_keys
-from tuner.stats import geometric_mean
+from tuner.stats import RepeatStats, geometric_mean
 from tuner.store import NOT_MEASURED, ResultStore, TrialRow
 from tuner.trial import MeasureSettings, Measurement, Progress, measure_config_at_loads
 from tuner.workload import Workload
@@ -202,7 +202,7 @@ def warm_start(store: ResultStore, model: str, workload_type: str, loads: Sequen
         if len(labels) == 1:
             winner = answers[0].winner.config if answers[0].winner else None
         else:
-            single = best_single(study_rows, loads, rules.slos, rules.max_output_change)
+            single = best_single(study_rows, loads, rules.slos, rules.max_output_change, its_noise)
             winner = single[0].config if single else None
         first = by_config.get(json.dumps(winner, sort_keys=True))
         return prior, [first] if first is not None and first.spec is not None else []
@@ -330,7 +330,7 @@ def _k_by_batch_size(name: str, model: str, workload: Workload, settings: Measur
     tuned from the study's rows and that table measured on its own server, all stored with
     the run. (k by batch size, its rows, the best single config's rows)."""
     rows = store.trials(study_name=name)
-    single = best_single(rows, settings.loads, options.slos, options.output_rule)
+    single = best_single(rows, settings.loads, options.slos, options.output_rule, options.noise)
     k_by_batch_size = tune_k_by_batch_size(rows, settings.loads, options.noise, options.slos,
                                            options.output_rule)
     measured = None
@@ -347,15 +347,26 @@ def _to_start_again(rows: Sequence[TrialRow], options: OptimizeSettings,
     included, the one whose tokens/s is known least well (standard error over median), started
     fewer than MAX_STARTS times and not tried already; with why, in words."""
     found = []
-    for load in measured_loads(rows):
-        answer = choose([r for r in rows if r.load == load], options.noise, options.slos, options.output_rule)
-        if not answer.undecided or answer.winner is None:
-            continue
-        for row in (answer.winner, *answer.undecided):
+
+    def consider(winner: TrialRow, undecided: Sequence[TrialRow], stats: Callable[[TrialRow], RepeatStats],
+                 where: str) -> None:
+        for row in (winner, *undecided):
             if row.starts < MAX_STARTS and json.dumps(row.config, sort_keys=True) not in tried:
-                other = answer.winner if row is not answer.winner else answer.undecided[0]
-                error = (row.tokens_per_s_mad or 0.0) / math.sqrt(max(row.repeats, 1)) / row.tokens_per_s
-                found.append((error, row, f"undecided against {other.label} at {load}"))
+                other = winner if row is not winner else undecided[0]
+                s = stats(row)
+                found.append((s.mad / math.sqrt(max(s.n, 1)) / s.median, row,
+                              f"undecided against {other.label} {where}"))
+
+    loads = measured_loads(rows)
+    for load in loads:
+        answer = choose([r for r in rows if r.load == load], options.noise, options.slos, options.output_rule)
+        if answer.undecided and answer.winner is not None:
+            consider(answer.winner, answer.undecided, trial_stats, f"at {load}")
+    single = single_answer(rows, loads, options.slos, options.output_rule, options.noise) if len(loads) > 1 else None
+    if single is not None and single.undecided:
+        by_first = {id(c[0]): c for c in (single.rows, *single.undecided)}
+        consider(single.rows[0], [c[0] for c in single.undecided], lambda r: single_stats(by_first[id(r)]),
+                 f"over {','.join(loads)}")
     if not found:
         return None
     _, row, why = max(found, key=lambda f: f[0])

@@ -22,9 +22,9 @@ from typing import Any
 
 from tuner.engine.deploy import production_args, serve_command
 from tuner.errors import TunerError
-from tuner.search.answer import DEFAULT_NOISE, Answer, choose, eligible
+from tuner.search.answer import DEFAULT_NOISE, Answer, choose, eligible, undecided_text
 from tuner.search.output_check import divergence_text
-from tuner.search.k_by_batch_size import best_single
+from tuner.search.k_by_batch_size import single_answer
 from tuner.search.slo import Slo, parse_slos
 from tuner.stats import geometric_mean
 from tuner.store import NOT_MEASURED, TrialRow
@@ -217,7 +217,8 @@ def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
         v = verdict(K_BY_BATCH_SIZE, record["config"], measured[-1].label, shown, "")
         return replace(v, headline=f"{v.label}: {v.speedup or 0:.2f}x the baseline's output tokens/s "
                                    f"(geometric mean over {label_all}), faster than the best single config")
-    single = best_single(study_rows, loads, rules.slos, rules.max_output_change)
+    found = single_answer(study_rows, loads, rules.slos, rules.max_output_change, noise)
+    single = found.rows if found else None
     if single is None or single[0].config is None:
         best = [r for r in single or [] if r.config is not None]
         return verdict(OFF, None, "speculation off", best, "keep speculation off: the baseline is the "
@@ -233,6 +234,8 @@ def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
         why = "; the k-by-batch-size schedule measured slower"
     elif record.get("config") and record.get("beats_best_single") and not schedule_eligible:
         why = "; the k-by-batch-size schedule broke a latency target or changed greedy output"
+    if found.undecided:
+        why += "; " + undecided_text(v.label, [rows[0].label for rows in found.undecided], f"over {label_all}")
     return replace(v, headline=f"{v.label}: {v.speedup:.2f}x the baseline's output tokens/s "
                                f"(geometric mean over {label_all}){why}")
 
