@@ -12,7 +12,6 @@ from tuner.search import Answer
 from tuner.search.output_check import divergence_text
 from tuner.search.k_by_batch_size import k_by_batch_size_beats_single
 from tuner.search.verdict import Verdict, objective_by_trial, prediction_error as prediction_figures
-from tuner.stats import geometric_mean
 from tuner.store import TrialRow
 from tuner.trial import Measurement
 from tuner.trust import latency_trusted

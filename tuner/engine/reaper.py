@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 POLL_S = 0.5
 
