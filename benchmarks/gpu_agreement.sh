@@ -29,8 +29,8 @@ SERVE="python3 -m vllm.entrypoints.cli.main serve {model}"
 PROFILE=0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10  # EAGLE-3 on Llama-3.1-8B, vllm#26191 (docs/gpu.md)
 STEPS=" ${STEPS:-agreement tenmin} "
 E3=/root/models/eagle3-8b
-EAGLE3_CONFIGS=()  # the three eagle3 k both agreement steps compare with the baseline
-for k in 2 3 4; do
+EAGLE3_CONFIGS=()  # the eagle3 k both agreement steps compare with the baseline (AGREE_KS: other ones)
+for k in ${AGREE_KS:-2 3 4}; do
     EAGLE3_CONFIGS+=(--config "eagle3 k=$k={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": $k}")
 done
 
