@@ -119,7 +119,19 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--log-dir", type=Path, default=Path("gpu-agreement-logs"))
     parser.add_argument("--deadline-s", type=float, default=None, help="start no config after this many seconds")
+    parser.add_argument("--without-token-ids", action="store_true",
+                        help="the tuner's replays do not ask for return_token_ids (which vllm bench serve "
+                             "never sends): does asking cost the server time?")
     args = parser.parse_args()
+    if args.without_token_ids:
+        from tuner.replay import client
+
+        def without_token_ids(*a, _body=client.request_body, **kw):
+            path, body = _body(*a, **kw)
+            body.pop("return_token_ids", None)
+            return path, body
+
+        client.request_body = without_token_ids
     started = time.monotonic()
     loads = [int(c) for c in args.concurrency.split(",")]
     per_load = {int(c): int(n) for c, n in (x.split("=") for x in args.requests.split(","))}
@@ -129,7 +141,8 @@ def main() -> None:
                                     (c.split("={", 1) for c in args.config)}}
     record = json.loads(args.out.read_text()) if args.out.exists() else {
         "model": args.model, "workload": args.workload, "requests": per_load, "rounds": args.rounds,
-        "warmup": args.warmup, "synthetic_acceptance": args.synthetic_acceptance, "configs": {}}
+        "warmup": args.warmup, "synthetic_acceptance": args.synthetic_acceptance,
+        "without_token_ids": args.without_token_ids, "configs": {}}
     rates = tuple(float(x) for x in args.synthetic_acceptance.split(",")) if args.synthetic_acceptance else None
     for name, spec in configs.items():
         if name in record["configs"]:

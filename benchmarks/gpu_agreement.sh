@@ -56,6 +56,17 @@ if wants agreement8 && ! is_done agreement8 && [ "$(left)" -gt 150 ]; then
     python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$R/gpu-agreement-c8.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ agreement8
 fi
 
+if wants noids && ! is_done noids && [ "$(left)" -gt 150 ]; then
+    # Concurrency 8 as in agreement8, the tuner's replays without return_token_ids (docs/gpu.md
+    # section 7: on one host its eagle3 runs were 4-6 % below vllm bench serve's, its baseline 3 % above).
+    timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
+        --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
+        --synthetic-acceptance "$PROFILE" --concurrency 8 --requests 8=256 --rounds 3 --without-token-ids \
+        "${EAGLE3_CONFIGS[@]}" \
+        --out "$R/gpu-agreement-c8-noids.json" --log-dir "$R/logs" --deadline-s "$(( $(left) - 130 ))" 2>&1 \
+        | tee -a "$R/noids.log" | grep -v '^\s*$' | tail -25
+fi
+
 if wants tenmin && ! is_done tenmin && [ "$(left)" -gt 300 ]; then
     # 384 requests (the 48 code requests eight times, 48 tokens each, a first line of their own
     # from the second copy on); --requests-per-client 12 replays 12 at concurrency 1, 96 at 8 and
