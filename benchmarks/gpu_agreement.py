@@ -32,9 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import agreement  # noqa: E402  (benchmarks/agreement.py: the CPU build's side-by-side check)
 
 from tuner.engine import ServerOptions, SpecConfig, VllmServer  # noqa: E402
-from tuner.replay import LoadSpec, replay  # noqa: E402
+from tuner.replay import LoadSpec, replay, summarize  # noqa: E402
+from tuner.trial import MAX_WARMUP_REPLAYS, steady  # noqa: E402
 from tuner.workload import Request, load_workload  # noqa: E402
 
+WARMUP_UNTIL_STEADY = False  # --warmup-until-steady
 RATIO_TOLERANCE = 0.05  # the two tools' ratios to the baseline, relative
 REPEAT_TOLERANCE = 0.03  # each tool's own runs of one config at one load
 
@@ -57,8 +59,16 @@ def measure_load(server: VllmServer, model: str, requests: list[Request], concur
     folder.mkdir(parents=True, exist_ok=True)
     dataset = folder / "dataset.jsonl"
     agreement.write_dataset(requests, dataset)
-    # The first pass over new batch shapes is slower on either tool: once, unmeasured.
-    replay(server.base_url, model, requests[: max(concurrency * 2, 8)], LoadSpec("concurrency", concurrency))
+    # The first pass over new batch shapes is slower on either tool: once, unmeasured. With
+    # --warmup-until-steady, the whole load's requests until their tokens/s stops rising, by the
+    # product's own rule (tuner.trial.steady): a fresh server climbed for up to a minute of load.
+    warm = requests if WARMUP_UNTIL_STEADY else requests[: max(concurrency * 2, 8)]
+    seen: list[float] = []
+    while not seen or (WARMUP_UNTIL_STEADY and not steady(seen) and len(seen) < MAX_WARMUP_REPLAYS):
+        results, duration = replay(server.base_url, model, warm, LoadSpec("concurrency", concurrency))
+        seen.append(summarize(results, duration).output_tokens_per_s)
+    if WARMUP_UNTIL_STEADY:
+        print(f"  c{concurrency} warm-up: {', '.join(f'{v:.0f}' for v in seen)} tok/s", flush=True)
     figures: dict[str, list[float]] = {"vllm": [], "tuner": []}
     for round_ in range(1, rounds + 1):
         for tool in (("vllm", "tuner") if round_ % 2 else ("tuner", "vllm")):
@@ -122,7 +132,11 @@ def main() -> None:
     parser.add_argument("--without-token-ids", action="store_true",
                         help="the tuner's replays do not ask for return_token_ids (which vllm bench serve "
                              "never sends): does asking cost the server time?")
+    parser.add_argument("--warmup-until-steady", action="store_true",
+                        help="warm each load up until its tokens/s stops rising before either tool measures")
     args = parser.parse_args()
+    global WARMUP_UNTIL_STEADY
+    WARMUP_UNTIL_STEADY = args.warmup_until_steady
     if args.without_token_ids:
         from tuner.replay import client
 
@@ -142,7 +156,8 @@ def main() -> None:
     record = json.loads(args.out.read_text()) if args.out.exists() else {
         "model": args.model, "workload": args.workload, "requests": per_load, "rounds": args.rounds,
         "warmup": args.warmup, "synthetic_acceptance": args.synthetic_acceptance,
-        "without_token_ids": args.without_token_ids, "configs": {}}
+        "without_token_ids": args.without_token_ids, "warmup_until_steady": args.warmup_until_steady,
+        "configs": {}}
     rates = tuple(float(x) for x in args.synthetic_acceptance.split(",")) if args.synthetic_acceptance else None
     for name, spec in configs.items():
         if name in record["configs"]:

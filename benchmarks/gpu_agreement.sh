@@ -56,6 +56,17 @@ if wants agreement8 && ! is_done agreement8 && [ "$(left)" -gt 150 ]; then
     python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$R/gpu-agreement-c8.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ agreement8
 fi
 
+if wants steady8 && ! is_done steady8 && [ "$(left)" -gt 150 ]; then
+    # Concurrency 8 as in agreement8, each load warmed up until its tokens/s stops rising first.
+    timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
+        --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
+        --synthetic-acceptance "$PROFILE" --concurrency 8 --requests 8=256 --rounds 3 --warmup-until-steady \
+        "${EAGLE3_CONFIGS[@]}" \
+        --out "$R/gpu-agreement-c8-steady.json" --log-dir "$R/logs" --deadline-s "$(( $(left) - 130 ))" 2>&1 \
+        | tee -a "$R/steady8.log" | grep -v '^\s*$' | tail -25
+    python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$R/gpu-agreement-c8-steady.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ steady8
+fi
+
 if wants noids && ! is_done noids && [ "$(left)" -gt 150 ]; then
     # Concurrency 8 as in agreement8, the tuner's replays without return_token_ids (docs/gpu.md
     # section 7: on one host its eagle3 runs were 4-6 % below vllm bench serve's, its baseline 3 % above).
@@ -88,7 +99,7 @@ PY
         --name "ten minutes" --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
         --method eagle3 --method draft_model --method ngram --draft "eagle3=$E3" --draft /root/models/dflash-8b \
         --draft draft_model=/root/models/draft-250m --k 1-8 --concurrency 1,8,32 --requests-per-client 12 \
-        --synthetic-acceptance "$PROFILE" --max-repeats 6 --gpus 0 \
+        --synthetic-acceptance "$PROFILE" --max-repeats 6 --warmup-until-steady --gpus 0 \
         --db "sqlite:///$R/tuner.db" --log-dir "$R/logs" --no-warm-start > "$R/tenmin.txt" 2> "$R/tenmin-progress.log"
     rc=$?
     echo "tenmin rc=$rc wall $(python3 -c "import time; print(round(time.time() - $started, 1))") s" | tee "$R/tenmin-wall.txt"

@@ -56,6 +56,9 @@ WorkloadOpt = Annotated[Path, typer.Option(help="JSONL workload to replay.")]
 ModelOpt = Annotated[str, typer.Option(help="Target model (path or hub name) for vLLM.")]
 TypeOpt = Annotated[Optional[str], typer.Option("--type", help="Workload type; default: the file name stem.")]
 WarmupOpt = Annotated[int, typer.Option(help="Requests sent first and not measured.")]
+WarmupUntilSteadyOpt = Annotated[bool, typer.Option(
+    help="Then replay the load's requests, not measured, until the tokens/s stops rising (at most "
+         "6 replays): a fresh GPU server can speed up over its first minute of load.")]
 RepeatsOpt = Annotated[int, typer.Option(
     help="Replays of the workload per configuration; figures are the median, with MAD and a "
          "bootstrap interval.")]
@@ -114,7 +117,7 @@ WriteConfigOpt = Annotated[Optional[Path], typer.Option(
 
 # The options `tuner measure` and `tuner optimize` share, defined once, in --help order.
 SHARED_RUN_OPTIONS = (
-    ("warmup", WarmupOpt, 2), ("repeats", RepeatsOpt, 1), ("max_repeats", MaxRepeatsOpt, None),
+    ("warmup", WarmupOpt, 2), ("warmup_until_steady", WarmupUntilSteadyOpt, False), ("repeats", RepeatsOpt, 1), ("max_repeats", MaxRepeatsOpt, None),
     ("precision", PrecisionOpt, 0.02), ("requests_per_client", RequestsPerClientOpt, None),
     ("repeat_mode", RepeatModeOpt, "same-server"),
     ("max_tokens", MaxTokensOpt, 128), ("request_timeout", RequestTimeoutOpt, 600.0),

@@ -38,6 +38,9 @@ class MeasureSettings:
 
     load: LoadSpec = field(default_factory=LoadSpec)
     warmup: int = 2  # requests sent first and excluded: the first request after start is slow
+    # Then warm-up replays of the load's requests until the tokens/s stops rising (``steady``):
+    # on an H200 a fresh server's tokens/s climbed for up to a minute of load (docs/gpu.md section 7).
+    warmup_until_steady: bool = False
     repeats: int = 1  # replays of the workload per configuration
     # "same-server": one server, prefix cache reset between replays (one start per config);
     # "fresh-server": a new server per replay (steadier on a busy host, docs/search.md; but a
@@ -151,6 +154,8 @@ class Measurement:
     # The baseline's only: request id -> per generated token of its first run, the lead of that
     # token's log-probability over the runner-up's (a small one is a numeric near-tie).
     reference_margins: dict[str, list[float | None]] | None = None
+    # --warmup-until-steady: tokens/s of each warm-up replay at this load, not measured.
+    warmup_tokens_per_s: tuple[float, ...] = ()
 
     @property
     def tokens_per_s(self) -> RepeatStats:
@@ -294,11 +299,13 @@ def _measure_on_one_server(model: str, spec: SpecConfig | None, workload: Worklo
     progress.phase(f"starting vLLM ({server.label}), log {settings.server.log_dir}")
     with server:
         progress.phase(f"server ready in {server.startup_s:.0f} s")
-        runs_by_load = []
+        runs_by_load, warm_by_load = [], []
         for index, load in enumerate(settings.loads):
             if index:
                 _reset_prefix_cache(server)
             _warm_up(server, model, workload, load, settings, progress)
+            warm_by_load.append(_warm_up_until_steady(server, model, settings.replayed(workload, load), load,
+                                                      settings, progress))
             runs_by_load.append(_replays(server, model, spec, settings.replayed(workload, load), load,
                                          settings, progress))
         margins = (_reference_margins(server, model, settings.replayed(workload, settings.load), settings, progress)
@@ -323,7 +330,8 @@ def _measure_on_one_server(model: str, spec: SpecConfig | None, workload: Worklo
         started_at=started_at,
         finished_at=finished_at,
         reference_margins=_aligned(margins, runs[0].requests) if margins is not None else None,
-    ) for load, runs in zip(settings.loads, runs_by_load)]
+        warmup_tokens_per_s=warm,
+    ) for load, runs, warm in zip(settings.loads, runs_by_load, warm_by_load)]
 
 
 def _reference_margins(server: VllmServer, model: str, workload: Workload, settings: MeasureSettings,
@@ -355,6 +363,40 @@ def _aligned(margins: dict[str, tuple[tuple[int, ...], tuple[float | None, ...]]
             same = first_different_token(ids, r.token_ids)
             out[r.request_id] = [None if m is None else round(m, 4) for m in lead[:same + 1]]
     return out
+
+
+# A warm-up replay no more than this much faster than the one before it shows the server steady;
+# at most this many warm-up replays are sent, steady or not.
+STEADY_RISE = 0.03
+MAX_WARMUP_REPLAYS = 6
+
+
+def steady(tokens_per_s: Sequence[float], rise: float = STEADY_RISE) -> bool:
+    """Whether the server's tokens/s has stopped rising: the last warm-up replay is not faster
+    than the one before it by more than ``rise`` (a fall counts as steady: noise, not warm-up)."""
+    return len(tokens_per_s) >= 2 and tokens_per_s[-1] <= tokens_per_s[-2] * (1 + rise)
+
+
+def _warm_up_until_steady(server: VllmServer, model: str, workload: Workload, load: LoadSpec,
+                          settings: MeasureSettings, progress: Progress) -> tuple[float, ...]:
+    """With ``warmup_until_steady``: replays of the load's requests, as a measured replay sends
+    them (prefix cache reset first), until ``steady`` or MAX_WARMUP_REPLAYS; their tokens/s."""
+    if not settings.warmup_until_steady:
+        return ()
+    seen: list[float] = []
+    while not steady(seen) and len(seen) < MAX_WARMUP_REPLAYS:
+        _reset_prefix_cache(server)
+        progress.start_replay(f"warm-up until steady {len(seen) + 1}/{MAX_WARMUP_REPLAYS}", len(workload.requests))
+        results, duration = replay(server.base_url, model, workload.requests, load,
+                                   request_timeout_s=settings.request_timeout_s,
+                                   default_max_tokens=settings.default_max_tokens, on_result=progress.request_done)
+        if not server.alive():
+            raise _died(server, "warm-up")
+        seen.append(summarize(results, duration).output_tokens_per_s)
+    state = "steady" if steady(seen) else f"still rising after {len(seen)}, measured anyway"
+    progress.phase(f"warm-up at {load.label}: {', '.join(f'{v:.0f}' for v in seen)} tok/s ({state})")
+    _reset_prefix_cache(server)
+    return tuple(seen)
 
 
 def _warm_up(server: VllmServer, model: str, workload: Workload, load: LoadSpec,

@@ -80,12 +80,20 @@ def test_baseline_has_no_acceptance_with_a_fresh_server_per_repeat(tmp_path, tin
 
 
 @pytest.mark.parametrize("k", [4])
-def test_ngram(tmp_path, tiny_models, k):
+def test_ngram_measured_once_the_server_is_steady(tmp_path, tiny_models, k):
+    """--warmup-until-steady: the load's requests are replayed, unmeasured, until their tokens/s
+    stops rising; the measured run's token counts (client and server) exclude them."""
+    from tuner.trial import MAX_WARMUP_REPLAYS, steady
+
     spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
-    m = measured(run_measure(tmp_path, tiny_models, "--spec", json.dumps(spec)))
+    m = measured(run_measure(tmp_path, tiny_models, "--spec", json.dumps(spec), "--warmup-until-steady"))
     assert m["spec"] == spec
     assert_common(m)
     assert_acceptance(m, k)
+    warm = m["warmup_tokens_per_s"]
+    assert 2 <= len(warm) <= MAX_WARMUP_REPLAYS and all(v > 0 for v in warm)
+    assert steady(warm) or len(warm) == MAX_WARMUP_REPLAYS
+    assert not any(steady(warm[:n]) for n in range(2, len(warm)))  # it stopped at the first steady one
 
 
 def test_draft_model_on_chat_traffic_with_two_repeats(tmp_path, tiny_models):

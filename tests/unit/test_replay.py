@@ -201,3 +201,14 @@ def test_n_choices_are_counted_per_choice(fake):
     assert first.tokens_per_choice == 6
     assert first.tpot_s == pytest.approx((first.e2e_s - first.ttft_s) / 5)  # per choice, not / 11
     assert summarize(results, duration).output_tokens == 24
+
+
+def test_a_server_is_steady_once_a_warm_up_replay_no_longer_rises():
+    """--warmup-until-steady: the climb seen on an H200 (1603, 1936, 2128 tok/s, then 2131) is
+    still rising until the last replay gains less than 3 % over the one before."""
+    from tuner.trial import steady
+
+    assert not steady([]) and not steady([1603.0])  # one replay shows no trend
+    assert not steady([1603.0, 1936.0]) and not steady([1603.0, 1936.0, 2128.0])
+    assert steady([1603.0, 1936.0, 2128.0, 2131.0])
+    assert steady([2200.0, 2100.0])  # a fall is noise, not a warm-up

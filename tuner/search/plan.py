@@ -238,6 +238,7 @@ class RunOptions:
     log_dir: Path
     synthetic_acceptance: str | None  # as given, like "0.74,0.54,0.41"
     requests_per_client: int | None = None
+    warmup_until_steady: bool = False
     gpu_free_timeout: float = ServerOptions.gpu_free_timeout_s  # `tuner measure` has no flag for it
     # The profile read from ``synthetic_acceptance``: a malformed one is refused on creation.
     acceptance_rates: tuple[float, ...] | None = field(init=False)
@@ -252,7 +253,8 @@ def measure_settings(run: RunOptions, loads: Sequence[LoadSpec], server_cmd: str
     """The one place a command's flags become MeasureSettings and the ServerOptions in them.
     ``loads``: replayed in order on each server; ``gpus``: this process's (None: the host's)."""
     return MeasureSettings(
-        load=loads[0], extra_loads=tuple(loads[1:]), warmup=run.warmup, repeats=run.repeats,
+        load=loads[0], extra_loads=tuple(loads[1:]), warmup=run.warmup,
+        warmup_until_steady=run.warmup_until_steady, repeats=run.repeats,
         max_repeats=run.max_repeats, precision=run.precision, requests_per_client=run.requests_per_client,
         repeat_mode=run.repeat_mode, request_timeout_s=run.request_timeout,
         default_max_tokens=run.max_tokens, retries=run.retries, retry_wait_s=run.retry_wait,
