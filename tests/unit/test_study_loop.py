@@ -507,3 +507,50 @@ def test_a_single_config_undecided_over_the_loads_is_started_again_too():
     # Tried once already, or started twice: nothing left to settle.
     assert _to_start_again(rows, options, tried={json.dumps(k[2], sort_keys=True), json.dumps(k[4], sort_keys=True)}) is None
     assert _to_start_again([replace(r, starts=2) for r in rows], options, tried=set()) is None
+
+
+def test_a_joining_worker_measures_no_config_before_the_baseline_is_complete(postgres_url, tmp_path):
+    """Every config's greedy output is checked against the baseline's: a helper worker that
+    joins while the creator measures the baseline waits for it instead of measuring a config
+    that then has nothing to be checked against (issue 33)."""
+    import threading
+    import time
+
+    from tuner.search.workers import WAIT_S
+
+    path = tmp_path / "code.jsonl"
+    path.write_text('{"prompt": "x"}\n')
+    workload = Workload(path=path, type="code", requests=(Request(line=1, prompt="x"),))
+    settings = MeasureSettings(server=ServerOptions(log_dir=tmp_path))
+    store = ResultStore(open_database(postgres_url))
+    events, baseline_may_end = [], threading.Event()
+
+    def measure(model, spec, workload, settings, progress):
+        label = spec.label if spec else "baseline"
+        events.append(("start", label, time.monotonic()))
+        if spec is None:
+            baseline_may_end.wait(timeout=60)
+        events.append(("end", label, time.monotonic()))
+        return [fake_measurement(spec, 100.0 + (spec.k * 10 if spec else 0))]
+
+    space = SearchSpace(methods=("ngram",), ks=(2, 4))
+
+    def run(join: bool) -> None:
+        optimize("m", workload, space, settings, store, optuna_storage(postgres_url),
+                 OptimizeSettings(trials=5, strategy="grid", name="shared", join=join), Quiet(), measure=measure)
+
+    creator = threading.Thread(target=run, args=(False,))
+    creator.start()
+    deadline = time.monotonic() + 60
+    while not events and time.monotonic() < deadline:
+        time.sleep(0.1)
+    worker = threading.Thread(target=run, args=(True,))
+    worker.start()
+    time.sleep(WAIT_S + 3)  # the worker has looked at the study and seen configs waiting
+    baseline_may_end.set()
+    creator.join(timeout=120)
+    worker.join(timeout=120)
+    ended = next(t for kind, label, t in events if kind == "end" and label == "baseline")
+    starts = [(label, t) for kind, label, t in events if kind == "start" and label != "baseline"]
+    assert sorted(label for label, _ in starts) == ["ngram k=2", "ngram k=4"]
+    assert all(t >= ended for _, t in starts), events

@@ -143,6 +143,13 @@ def _close_stale_trials(study: optuna.Study, storage: optuna.storages.BaseStorag
     store.mark_stale_running(study.study_name)
 
 
+def _baseline_measured_elsewhere(candidates: Sequence[Candidate], measured: Collection[str],
+                                 pending: Collection[str]) -> bool:
+    """Whether another worker is measuring the baseline right now (it is the space's first)."""
+    baseline = key_of(candidates[0].params)
+    return candidates[0].spec is None and baseline in pending and baseline not in measured
+
+
 def _retry_next_run(t: optuna.trial.FrozenTrial) -> bool:
     """Not measured for the host's fault, or a failed baseline: rerun by the next run, not again
     by this one (a trial another worker took over is queued again and runs now)."""
@@ -277,6 +284,11 @@ def optimize(
             if done:
                 if not pending:
                     break
+                time.sleep(WAIT_S)
+                continue
+            if _baseline_measured_elsewhere(candidates, measured, pending):
+                # Every config's greedy output is checked against the baseline's, which exists
+                # once its trial is complete: a helper worker waits for it (issue 33).
                 time.sleep(WAIT_S)
                 continue
             trial = study.ask()
