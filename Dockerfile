@@ -20,7 +20,7 @@ RUN python3 -m pip list --format=freeze > /tmp/vllm-constraints.txt \
  && PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir -c /tmp/vllm-constraints.txt . ${EXTRA_PIP} \
  && rm /tmp/vllm-constraints.txt
 
-# The migrations ship inside the package (tuner/store/migrations): the installed command needs
+# The migrations (alembic/) ship inside the package as tuner/store/migrations: the installed command needs
 # nothing from /app. The image refuses to build if the schema cannot be created from it.
 RUN tuner db upgrade --db sqlite:////tmp/schema-check.db && rm -f /tmp/schema-check.db*
 

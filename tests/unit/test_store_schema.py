@@ -121,3 +121,22 @@ def test_upgrade_from_0005_renames_the_k_by_batch_size_column_and_trial_kind(db_
         stored = c.execute(text("SELECT schedule FROM tuner_study_runs")).scalar()
         assert (json.loads(stored) if isinstance(stored, str) else stored) == record  # PostgreSQL parses it
         assert sorted(c.execute(text("SELECT kind FROM tuner_trials")).scalars()) == ["schedule", "study"]
+
+
+def test_the_migrations_live_in_alembic_and_the_package_reaches_them():
+    """The design's top-level alembic/ holds the migrations; the package reaches them through
+    tuner/store/migrations (a link in the checkout; the wheel holds the files, which
+    tests/integration/test_wheel_install.py checks), and alembic.ini points at alembic/."""
+    import configparser
+    from pathlib import Path
+
+    from tuner.store.db import MIGRATIONS_DIR
+
+    root = Path(__file__).resolve().parents[2]
+    versions = root / "alembic" / "versions"
+    assert versions.is_dir() and not (root / "alembic").is_symlink()
+    assert sorted(p.name for p in versions.glob("0001_*.py")) == ["0001_results_schema.py"]
+    assert MIGRATIONS_DIR.resolve() == (root / "alembic").resolve()
+    ini = configparser.RawConfigParser()
+    ini.read(root / "alembic.ini")
+    assert ini["alembic"]["script_location"] == "%(here)s/alembic"
