@@ -554,3 +554,30 @@ def test_a_joining_worker_measures_no_config_before_the_baseline_is_complete(pos
     starts = [(label, t) for kind, label, t in events if kind == "start" and label != "baseline"]
     assert sorted(label for label, _ in starts) == ["ngram k=2", "ngram k=4"]
     assert all(t >= ended for _, t in starts), events
+
+
+@pytest.mark.parametrize("strategy", ["grid", "tpe"])
+def test_no_config_is_measured_after_the_baseline_failed(setup, monkeypatch, strategy):
+    """Without a baseline nothing can be compared or checked against its greedy output: every
+    strategy stops (the guided one always did), and the next run measures the baseline first and
+    then the configs, each checked (issue 33: unchecked trials counted as eligible)."""
+    url, store, workload, settings = setup
+    calls, broken = [], True
+
+    def measure(model, spec, workload, settings, progress):
+        calls.append(spec.label if spec else "baseline")
+        if broken and spec is None:
+            raise ServerDiedError("the vLLM server (baseline) died during the replay")
+        return [fake_measurement(spec, 100.0 + (spec.k * 10 if spec else 0))]
+
+    monkeypatch.setattr(study_module, "measure_config_at_loads", measure)
+    space, storage = SearchSpace(methods=("ngram",), ks=(1, 2)), optuna_storage(url)
+    options = OptimizeSettings(trials=5, strategy=strategy)
+    with pytest.raises(TunerError, match="baseline"):
+        optimize("m", workload, space, settings, store, storage, options, Quiet())
+    assert calls == ["baseline"]
+    calls.clear()
+    broken = False
+    outcome = optimize("m", workload, space, settings, store, storage, options, Quiet())
+    assert calls[0] == "baseline" and sorted(calls[1:]) == ["ngram k=1", "ngram k=2"]
+    assert outcome.verdict.label == "ngram k=2"

@@ -150,6 +150,12 @@ def _baseline_measured_elsewhere(candidates: Sequence[Candidate], measured: Coll
     return candidates[0].spec is None and baseline in pending and baseline not in measured
 
 
+def _baseline_failed(candidates: Sequence[Candidate], measured: dict[str, Observation | None]) -> bool:
+    """Whether this study's baseline failed (in this run, or for good)."""
+    baseline = key_of(candidates[0].params)
+    return candidates[0].spec is None and baseline in measured and measured[baseline] is None
+
+
 def _retry_next_run(t: optuna.trial.FrozenTrial) -> bool:
     """Not measured for the host's fault, or a failed baseline: rerun by the next run, not again
     by this one (a trial another worker took over is queued again and runs now)."""
@@ -278,6 +284,10 @@ def optimize(
             # worker dies the trial comes back to be run again.
             fail_stale(study, store)
             measured, pending = _measured(study, not_measured), pending_keys(study)
+            if _baseline_failed(candidates, measured):
+                # Nothing could be compared with it or checked against its greedy output: the
+                # next run measures the baseline first (the verdict says so), then the configs.
+                break
             done = len(measured) + len(pending) >= budget
             if not done and not has_waiting(study):
                 done = not proposer.enqueue_next(study, measured, pending, not_measured)
@@ -293,6 +303,12 @@ def optimize(
                 continue
             trial = study.ask()
             candidate = space.suggest(trial)
+            if candidate.spec is not None and measured.get(key_of(candidates[0].params)) is None:
+                # The baseline comes first, whatever an earlier run left queued before it (an
+                # interrupted or failed baseline): this config goes back to the end of the queue.
+                study.tell(trial, state=TrialState.PRUNED)
+                study.enqueue_trial(candidate.params, user_attrs=trial.user_attrs)
+                continue
             proposer.taken(candidate)
             if key_of(candidate.params) in measured or key_of(candidate.params) in pending_keys(study, trial.number):
                 # Measured already, or another worker measures it now: a restart would teach nothing.
