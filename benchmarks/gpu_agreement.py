@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import agreement  # noqa: E402  (benchmarks/agreement.py: the CPU build's side-by-side check)
 
 from tuner.engine import ServerOptions, SpecConfig, VllmServer  # noqa: E402
-from tuner.replay import LoadSpec, replay, summarize  # noqa: E402
-from tuner.trial import MAX_WARMUP_REPLAYS, steady  # noqa: E402
-from tuner.workload import Request, load_workload  # noqa: E402
+from tuner.replay import LoadSpec, replay  # noqa: E402
+from tuner.trial import MeasureSettings, NoProgress, warm_up_until_steady  # noqa: E402
+from tuner.workload import Request, Workload, load_workload  # noqa: E402
 
 WARMUP_UNTIL_STEADY = False  # --warmup-until-steady
 RATIO_TOLERANCE = 0.05  # the two tools' ratios to the baseline, relative
@@ -60,15 +60,15 @@ def measure_load(server: VllmServer, model: str, requests: list[Request], concur
     dataset = folder / "dataset.jsonl"
     agreement.write_dataset(requests, dataset)
     # The first pass over new batch shapes is slower on either tool: once, unmeasured. With
-    # --warmup-until-steady, the whole load's requests until their tokens/s stops rising, by the
-    # product's own rule (tuner.trial.steady): a fresh server climbed for up to a minute of load.
-    warm = requests if WARMUP_UNTIL_STEADY else requests[: max(concurrency * 2, 8)]
-    seen: list[float] = []
-    while not seen or (WARMUP_UNTIL_STEADY and not steady(seen) and len(seen) < MAX_WARMUP_REPLAYS):
-        results, duration = replay(server.base_url, model, warm, LoadSpec("concurrency", concurrency))
-        seen.append(summarize(results, duration).output_tokens_per_s)
+    # --warmup-until-steady, the tuner's own warm-up (tuner.trial.warm_up_until_steady): the
+    # load's requests until their tokens/s stops rising (a fresh server climbed for up to a minute).
+    load = LoadSpec("concurrency", concurrency)
     if WARMUP_UNTIL_STEADY:
+        seen = warm_up_until_steady(server, model, Workload(folder, "agreement", tuple(requests)), load,
+                                    MeasureSettings(load=load, warmup_until_steady=True), NoProgress())
         print(f"  c{concurrency} warm-up: {', '.join(f'{v:.0f}' for v in seen)} tok/s", flush=True)
+    else:
+        replay(server.base_url, model, requests[: max(concurrency * 2, 8)], load)
     figures: dict[str, list[float]] = {"vllm": [], "tuner": []}
     for round_ in range(1, rounds + 1):
         for tool in (("vllm", "tuner") if round_ % 2 else ("tuner", "vllm")):

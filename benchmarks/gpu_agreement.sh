@@ -44,39 +44,26 @@ if wants agreement && ! is_done agreement && [ "$(left)" -gt 150 ]; then
     python3 -c "import json, sys; sys.exit(0 if 'rows' in json.load(open('$R/gpu-agreement.json')) and len(json.load(open('$R/gpu-agreement.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ agreement
 fi
 
-if wants agreement8 && ! is_done agreement8 && [ "$(left)" -gt 150 ]; then
-    # Concurrency 8 again with 4x the requests and 3 rounds: 64 requests (about 2 s a run) left
-    # vLLM's own runs up to 33 % apart (docs/gpu.md section 7).
+# Concurrency 8 with 256 requests and 3 rounds: 64 requests (about 2 s a run) left vLLM's own runs
+# up to 33 % apart (docs/gpu.md section 7). agree8 STEP OUT [FLAG]: FLAG is gpu_agreement.py's, and
+# the step is done once the baseline and three eagle3 k are in OUT.
+agree8() {
+    local step=$1 out=$R/$2
+    wants "$step" && ! is_done "$step" && [ "$(left)" -gt 150 ] || return 0
     timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
         --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
-        --synthetic-acceptance "$PROFILE" --concurrency 8 --requests 8=256 --rounds 3 \
+        --synthetic-acceptance "$PROFILE" --concurrency 8 --requests 8=256 --rounds 3 ${3:+"$3"} \
         "${EAGLE3_CONFIGS[@]}" \
-        --out "$R/gpu-agreement-c8.json" --log-dir "$R/logs" --deadline-s "$(( $(left) - 130 ))" 2>&1 \
-        | tee -a "$R/agreement8.log" | grep -v '^\s*$' | tail -25
-    python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$R/gpu-agreement-c8.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ agreement8
-fi
-
-if wants steady8 && ! is_done steady8 && [ "$(left)" -gt 150 ]; then
-    # Concurrency 8 as in agreement8, each load warmed up until its tokens/s stops rising first.
-    timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
-        --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
-        --synthetic-acceptance "$PROFILE" --concurrency 8 --requests 8=256 --rounds 3 --warmup-until-steady \
-        "${EAGLE3_CONFIGS[@]}" \
-        --out "$R/gpu-agreement-c8-steady.json" --log-dir "$R/logs" --deadline-s "$(( $(left) - 130 ))" 2>&1 \
-        | tee -a "$R/steady8.log" | grep -v '^\s*$' | tail -25
-    python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$R/gpu-agreement-c8-steady.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ steady8
-fi
-
-if wants noids && ! is_done noids && [ "$(left)" -gt 150 ]; then
-    # Concurrency 8 as in agreement8, the tuner's replays without return_token_ids (docs/gpu.md
-    # section 7: on one host its eagle3 runs were 4-6 % below vllm bench serve's, its baseline 3 % above).
-    timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
-        --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
-        --synthetic-acceptance "$PROFILE" --concurrency 8 --requests 8=256 --rounds 3 --without-token-ids \
-        "${EAGLE3_CONFIGS[@]}" \
-        --out "$R/gpu-agreement-c8-noids.json" --log-dir "$R/logs" --deadline-s "$(( $(left) - 130 ))" 2>&1 \
-        | tee -a "$R/noids.log" | grep -v '^\s*$' | tail -25
-fi
+        --out "$out" --log-dir "$R/logs" --deadline-s "$(( $(left) - 130 ))" 2>&1 \
+        | tee -a "$R/$step.log" | grep -v '^\s*$' | tail -25
+    python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$out'))['configs']) == 4 else 1)" 2>/dev/null && done_ "$step"
+}
+agree8 agreement8 gpu-agreement-c8.json
+# Each load warmed up until its tokens/s stops rising first, by the tuner's own rule.
+agree8 steady8 gpu-agreement-c8-steady.json --warmup-until-steady
+# The tuner's replays without return_token_ids (docs/gpu.md section 7: on one host its eagle3
+# runs were 4-6 % below vllm bench serve's, its baseline 3 % above).
+agree8 noids gpu-agreement-c8-noids.json --without-token-ids
 
 if wants tenmin && ! is_done tenmin && [ "$(left)" -gt 300 ]; then
     # 384 requests (the 48 code requests eight times, 48 tokens each, a first line of their own

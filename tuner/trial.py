@@ -304,10 +304,9 @@ def _measure_on_one_server(model: str, spec: SpecConfig | None, workload: Worklo
             if index:
                 _reset_prefix_cache(server)
             _warm_up(server, model, workload, load, settings, progress)
-            warm_by_load.append(_warm_up_until_steady(server, model, settings.replayed(workload, load), load,
-                                                      settings, progress))
-            runs_by_load.append(_replays(server, model, spec, settings.replayed(workload, load), load,
-                                         settings, progress))
+            replayed = settings.replayed(workload, load)
+            warm_by_load.append(warm_up_until_steady(server, model, replayed, load, settings, progress))
+            runs_by_load.append(_replays(server, model, spec, replayed, load, settings, progress))
         margins = (_reference_margins(server, model, settings.replayed(workload, settings.load), settings, progress)
                    if spec is None else None)
         record = ServerRecord(
@@ -377,7 +376,7 @@ def steady(tokens_per_s: Sequence[float], rise: float = STEADY_RISE) -> bool:
     return len(tokens_per_s) >= 2 and tokens_per_s[-1] <= tokens_per_s[-2] * (1 + rise)
 
 
-def _warm_up_until_steady(server: VllmServer, model: str, workload: Workload, load: LoadSpec,
+def warm_up_until_steady(server: VllmServer, model: str, workload: Workload, load: LoadSpec,
                           settings: MeasureSettings, progress: Progress) -> tuple[float, ...]:
     """With ``warmup_until_steady``: replays of the load's requests, as a measured replay sends
     them (prefix cache reset first), until ``steady`` or MAX_WARMUP_REPLAYS; their tokens/s."""

@@ -55,14 +55,13 @@ def _pool(group: Sequence[TrialRow]) -> TrialRow:
     values = [v for r in group for v in r.replays]
     stats = repeat_stats(values)
     precision = relative_precision(values)
-    matches = [r.greedy_match_rate for r in group if r.greedy_match_rate is not None]
-    worst = min(group, key=lambda r: r.greedy_match_rate if r.greedy_match_rate is not None else 2.0)
+    checked = [r for r in group if r.greedy_match_rate is not None]
+    worst = min(checked, key=lambda r: r.greedy_match_rate) if checked else group[-1]  # its greedy check
     return replace(group[-1], tokens_per_s=stats.median, tokens_per_s_mad=stats.mad,
                    tokens_per_s_ci=(stats.ci_low, stats.ci_high), repeats=stats.n,
                    tokens_per_s_precision=precision if math.isfinite(precision) else None,
-                   greedy_match_rate=min(matches) if matches else None,
-                   greedy_near_tie_rate=worst.greedy_near_tie_rate if matches else group[-1].greedy_near_tie_rate,
-                   first_divergence=worst.first_divergence if matches else group[-1].first_divergence,
+                   greedy_match_rate=worst.greedy_match_rate, greedy_near_tie_rate=worst.greedy_near_tie_rate,
+                   first_divergence=worst.first_divergence,
                    marks=tuple(dict.fromkeys(m for r in group for m in r.marks)),
                    replays=tuple(values), starts=sum(r.starts for r in group))
 
