@@ -44,6 +44,19 @@ if wants agreement && ! is_done agreement && [ "$(left)" -gt 150 ]; then
     python3 -c "import json, sys; sys.exit(0 if 'rows' in json.load(open('$R/gpu-agreement.json')) and len(json.load(open('$R/gpu-agreement.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ agreement
 fi
 
+# Every load with each load warmed up until steady (the tuner's own rule) before either tool measures:
+# 24 requests at 1 (about 7 s a baseline run), 256 at 8, 384 at 32 (64 and 192 left runs up to
+# 33 % and 10 % apart: docs/gpu.md sections 6 and 7).
+if wants steady && ! is_done steady && [ "$(left)" -gt 150 ]; then
+    timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
+        --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
+        --synthetic-acceptance "$PROFILE" --concurrency 1,8,32 --requests 1=24,8=256,32=384 --rounds 2 \
+        --warmup-until-steady "${EAGLE3_CONFIGS[@]}" \
+        --out "$R/gpu-agreement-steady.json" --log-dir "$R/logs" --deadline-s "$(( $(left) - 200 ))" 2>&1 \
+        | tee -a "$R/steady.log" | grep -v '^\s*$' | tail -25
+    python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$R/gpu-agreement-steady.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ steady
+fi
+
 # Concurrency 8 with 256 requests and 3 rounds: 64 requests (about 2 s a run) left vLLM's own runs
 # up to 33 % apart (docs/gpu.md section 7). agree8 STEP OUT [FLAG]: FLAG is gpu_agreement.py's, and
 # the step is done once the baseline and three eagle3 k are in OUT.
