@@ -20,6 +20,7 @@ not measured again) and as a table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -37,6 +38,28 @@ from tuner.trial import MeasureSettings, NoProgress, warm_up_until_steady  # noq
 from tuner.workload import Request, Workload, load_workload  # noqa: E402
 
 WARMUP_UNTIL_STEADY = False  # --warmup-until-steady
+TOOLS = ("vllm", "tuner")  # --tools: also "tuner-vllm-body" and "vllm-token-ids"
+
+
+@contextlib.contextmanager
+def request_body_as(tool: str):
+    """For "tuner-vllm-body", the tuner's client sends the body vllm bench serve sends (no
+    return_token_ids; repetition_penalty 1.0 and logprobs null written out): does the body
+    explain a difference?"""
+    from tuner.replay import client
+
+    original = client.request_body
+    if tool == "tuner-vllm-body":
+        def as_vllm(*a, **kw):
+            path, body = original(*a, **kw)
+            body.pop("return_token_ids", None)
+            body.update({"repetition_penalty": 1.0, "logprobs": None})
+            return path, body
+        client.request_body = as_vllm
+    try:
+        yield
+    finally:
+        client.request_body = original
 RATIO_TOLERANCE = 0.05  # the two tools' ratios to the baseline, relative
 REPEAT_TOLERANCE = 0.03  # each tool's own runs of one config at one load
 
@@ -69,22 +92,39 @@ def measure_load(server: VllmServer, model: str, requests: list[Request], concur
         print(f"  c{concurrency} warm-up: {', '.join(f'{v:.0f}' for v in seen)} tok/s", flush=True)
     else:
         replay(server.base_url, model, requests[: max(concurrency * 2, 8)], load)
-    figures: dict[str, list[float]] = {"vllm": [], "tuner": []}
+    figures: dict[str, list[float]] = {tool: [] for tool in TOOLS}
+    details = []  # per run: what the server itself saw (vLLM's histograms) and the acceptance
     for round_ in range(1, rounds + 1):
-        for tool in (("vllm", "tuner") if round_ % 2 else ("tuner", "vllm")):
-            if tool == "vllm":
-                name = f"vllm-c{concurrency}-{round_}"
-                result, window = agreement.run_vllm_bench(
-                    agreement.vllm_bench_argv(server.base_url, model, dataset, requests, concurrency, warmup,
-                                              folder, name), folder / f"{name}.txt", server)
+        for tool in (TOOLS if round_ % 2 else TOOLS[::-1]):
+            name = f"{tool}-c{concurrency}-{round_}"
+            if tool.startswith("vllm"):
+                argv = agreement.vllm_bench_argv(server.base_url, model, dataset, requests, concurrency, warmup,
+                                                 folder, name)
+                if tool == "vllm-token-ids":
+                    argv += ["--extra-body", json.dumps({"return_token_ids": True})]
+                result, window = agreement.run_vllm_bench(argv, folder / f"{name}.txt", server)
                 # vLLM 0.26.0's result has no per-request latencies: only its totals are read.
                 tokens_per_s, failed = result["output_throughput"], result["failed"]
+                client = {"ttft_ms": result["mean_ttft_ms"], "tpot_ms": result["mean_tpot_ms"],
+                          "acceptance_length": result.get("spec_decode_acceptance_length")}
+                server_side = window.server
             else:
-                run = agreement.run_tuner(server, model, requests, concurrency, warmup, k, round_,
-                                          folder / f"tuner-c{concurrency}-{round_}.json")
+                with request_body_as(tool):
+                    run = agreement.run_tuner(server, model, requests, concurrency, warmup, k, round_,
+                                              folder / f"{name}.json")
                 tokens_per_s, failed = run.output_tokens_per_s, run.failed
+                client = {"ttft_ms": run.mean_ttft_ms, "tpot_ms": run.mean_tpot_ms,
+                          "acceptance_length": run.acceptance_length}
+                server_side = run.server
             figures[tool].append(tokens_per_s)
-            print(f"  c{concurrency} {tool} #{round_}: {tokens_per_s:.0f} tok/s, failed {failed}", flush=True)
+            details.append({"tool": tool, "round": round_, "tokens_per_s": round(tokens_per_s, 1),
+                            **{f"client {key}": value and round(value, 3) for key, value in client.items()},
+                            **{f"server {key}": round(value, 3) for key, value in server_side.items()}})
+            print(f"  c{concurrency} {tool} #{round_}: {tokens_per_s:.0f} tok/s, failed {failed}; "
+                  f"client TTFT/TPOT {client['ttft_ms']:.1f}/{client['tpot_ms']:.2f} ms, server "
+                  f"{server_side.get('ttft_ms', float('nan')):.1f}/{server_side.get('tpot_ms', float('nan')):.2f} ms, "
+                  f"acceptance length {client['acceptance_length'] or 0:.2f}", flush=True)
+    figures["details"] = details
     return figures
 
 
@@ -96,6 +136,8 @@ def summarize_ratios(record: dict) -> list[dict]:
         for load, tools in config["loads"].items():
             row = {"config": name, "load": load}
             for tool, runs in tools.items():
+                if tool == "details" or tool not in base[load]:
+                    continue
                 mean = statistics.fmean(runs)
                 row[f"{tool} tok/s"] = round(mean, 1)
                 row[f"{tool} spread"] = round((max(runs) - min(runs)) / mean, 4)
@@ -132,11 +174,15 @@ def main() -> None:
     parser.add_argument("--without-token-ids", action="store_true",
                         help="the tuner's replays do not ask for return_token_ids (which vllm bench serve "
                              "never sends): does asking cost the server time?")
+    parser.add_argument("--skip-baseline", action="store_true", help="only the --config servers (no ratios)")
+    parser.add_argument("--tools", default="vllm,tuner",
+                        help="the clients measured in turn: vllm, tuner, tuner-vllm-body, vllm-token-ids")
     parser.add_argument("--warmup-until-steady", action="store_true",
                         help="warm each load up until its tokens/s stops rising before either tool measures")
     args = parser.parse_args()
-    global WARMUP_UNTIL_STEADY
+    global WARMUP_UNTIL_STEADY, TOOLS
     WARMUP_UNTIL_STEADY = args.warmup_until_steady
+    TOOLS = tuple(args.tools.split(","))
     if args.without_token_ids:
         from tuner.replay import client
 
@@ -151,7 +197,7 @@ def main() -> None:
     per_load = {int(c): int(n) for c, n in (x.split("=") for x in args.requests.split(","))}
     source = [r for r in load_workload(args.workload).requests]
     # NAME=SPEC_JSON, where NAME may hold "=" itself ("eagle3 k=2"): the JSON starts at "={".
-    configs = {"baseline": None, **{name: SpecConfig.from_json("{" + spec) for name, spec in
+    configs = {**({} if args.skip_baseline else {"baseline": None}), **{name: SpecConfig.from_json("{" + spec) for name, spec in
                                     (c.split("={", 1) for c in args.config)}}
     record = json.loads(args.out.read_text()) if args.out.exists() else {
         "model": args.model, "workload": args.workload, "requests": per_load, "rounds": args.rounds,

@@ -57,6 +57,20 @@ if wants steady && ! is_done steady && [ "$(left)" -gt 150 ]; then
     python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$R/gpu-agreement-steady.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ steady
 fi
 
+# Why the tools part at 8 (docs/gpu.md section 9): the baseline and eagle3 k=2 only, four clients in
+# turn on each server (vllm bench serve, the tuner, the tuner sending vllm bench's body, vllm bench
+# asking for token ids), with vLLM's own per-request TTFT and TPOT of every run beside the clients'.
+if wants probe && ! is_done probe && [ "$(left)" -gt 150 ]; then
+    timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
+        --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
+        --synthetic-acceptance "$PROFILE" --concurrency 8 --requests 8=256 --rounds 3 --warmup-until-steady \
+        --tools vllm,tuner,tuner-vllm-body,vllm-token-ids \
+        --config "eagle3 k=2={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 2}" \
+        --out "$R/gpu-agreement-probe.json" --log-dir "$R/logs" --deadline-s "$(( $(left) - 240 ))" 2>&1 \
+        | tee -a "$R/probe.log" | grep -v '^\s*$' | tail -40
+    python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$R/gpu-agreement-probe.json'))['configs']) == 2 else 1)" 2>/dev/null && done_ probe
+fi
+
 # Concurrency 8 with 256 requests and 3 rounds: 64 requests (about 2 s a run) left vLLM's own runs
 # up to 33 % apart (docs/gpu.md section 7). agree8 STEP OUT [FLAG]: FLAG is gpu_agreement.py's, and
 # the step is done once the baseline and three eagle3 k are in OUT.
