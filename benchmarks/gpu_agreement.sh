@@ -29,68 +29,46 @@ SERVE="python3 -m vllm.entrypoints.cli.main serve {model}"
 PROFILE=0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10  # EAGLE-3 on Llama-3.1-8B, vllm#26191 (docs/gpu.md)
 STEPS=" ${STEPS:-agreement tenmin} "
 E3=/root/models/eagle3-8b
-EAGLE3_CONFIGS=()  # the eagle3 k both agreement steps compare with the baseline (AGREE_KS: other ones)
+EAGLE3_CONFIGS=()  # the eagle3 k the agreement steps compare with the baseline (AGREE_KS: other ones)
 for k in ${AGREE_KS:-2 3 4}; do
     EAGLE3_CONFIGS+=(--config "eagle3 k=$k={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": $k}")
 done
 
-if wants agreement && ! is_done agreement && [ "$(left)" -gt 150 ]; then
-    timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
-        --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
-        --synthetic-acceptance "$PROFILE" --concurrency 1,8,32 --requests 1=16,8=64,32=192 --rounds 2 \
-        "${EAGLE3_CONFIGS[@]}" \
-        --out "$R/gpu-agreement.json" --log-dir "$R/logs" --deadline-s "$(( $(left) - 170 ))" 2>&1 \
-        | tee -a "$R/agreement.log" | grep -v '^\s*$' | tail -25
-    python3 -c "import json, sys; sys.exit(0 if 'rows' in json.load(open('$R/gpu-agreement.json')) and len(json.load(open('$R/gpu-agreement.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ agreement
-fi
-
-# Every load with each load warmed up until steady (the tuner's own rule) before either tool measures:
-# 24 requests at 1 (about 7 s a baseline run), 256 at 8, 384 at 32 (64 and 192 left runs up to
-# 33 % and 10 % apart: docs/gpu.md sections 6 and 7).
-if wants steady && ! is_done steady && [ "$(left)" -gt 150 ]; then
-    timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
-        --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
-        --synthetic-acceptance "$PROFILE" --concurrency 1,8,32 --requests 1=24,8=256,32=384 --rounds 2 \
-        --warmup-until-steady "${EAGLE3_CONFIGS[@]}" \
-        --out "$R/gpu-agreement-steady.json" --log-dir "$R/logs" --deadline-s "$(( $(left) - 200 ))" 2>&1 \
-        | tee -a "$R/steady.log" | grep -v '^\s*$' | tail -25
-    python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$R/gpu-agreement-steady.json'))['configs']) == 4 else 1)" 2>/dev/null && done_ steady
-fi
-
-# Why the tools part at 8 (docs/gpu.md section 9): the baseline and eagle3 k=2 only, four clients in
-# turn on each server (vllm bench serve, the tuner, the tuner sending vllm bench's body, vllm bench
-# asking for token ids), with vLLM's own per-request TTFT and TPOT of every run beside the clients'.
-if wants probe && ! is_done probe && [ "$(left)" -gt 150 ]; then
-    timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
-        --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
-        --synthetic-acceptance "$PROFILE" --concurrency 8 --requests 8=256 --rounds 3 --warmup-until-steady \
-        --tools vllm,tuner,tuner-vllm-body,vllm-token-ids \
-        --config "eagle3 k=2={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 2}" \
-        --out "$R/gpu-agreement-probe.json" --log-dir "$R/logs" --deadline-s "$(( $(left) - 240 ))" 2>&1 \
-        | tee -a "$R/probe.log" | grep -v '^\s*$' | tail -40
-    python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$R/gpu-agreement-probe.json'))['configs']) == 2 else 1)" 2>/dev/null && done_ probe
-fi
-
-# Concurrency 8 with 256 requests and 3 rounds: 64 requests (about 2 s a run) left vLLM's own runs
-# up to 33 % apart (docs/gpu.md section 7). agree8 STEP OUT [FLAG]: FLAG is gpu_agreement.py's, and
-# the step is done once the baseline and three eagle3 k are in OUT.
-agree8() {
-    local step=$1 out=$R/$2
+# agree STEP OUT LOADS REQUESTS ROUNDS [FLAG...]: gpu_agreement.py over the baseline and the configs
+# in CONFIGS at LOADS (its --concurrency) with REQUESTS per load (its --requests), FLAGs its own;
+# the step is done once every config is in OUT. A call starts no new config in its last 200 s.
+agree() {
+    local step=$1 out=$R/$2 loads=$3 requests=$4 rounds=$5
+    shift 5
     wants "$step" && ! is_done "$step" && [ "$(left)" -gt 150 ] || return 0
     timeout -s TERM "$(( $(left) - 20 ))" python3 benchmarks/gpu_agreement.py --model /root/models/target \
         --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
-        --synthetic-acceptance "$PROFILE" --concurrency 8 --requests 8=256 --rounds 3 ${3:+"$3"} \
-        "${EAGLE3_CONFIGS[@]}" \
-        --out "$out" --log-dir "$R/logs" --deadline-s "$(( $(left) - 130 ))" 2>&1 \
-        | tee -a "$R/$step.log" | grep -v '^\s*$' | tail -25
-    python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$out'))['configs']) == 4 else 1)" 2>/dev/null && done_ "$step"
+        --synthetic-acceptance "$PROFILE" --concurrency "$loads" --requests "$requests" --rounds "$rounds" \
+        "$@" "${CONFIGS[@]}" --out "$out" --log-dir "$R/logs" --deadline-s "$(( $(left) - 200 ))" 2>&1 \
+        | tee -a "$R/$step.log" | grep -v '^\s*$' | tail -40
+    python3 -c "import json, sys; sys.exit(0 if len(json.load(open('$out'))['configs']) == $(( ${#CONFIGS[@]} / 2 + 1 )) else 1)" \
+        2>/dev/null && done_ "$step"
 }
-agree8 agreement8 gpu-agreement-c8.json
-# Each load warmed up until its tokens/s stops rising first, by the tuner's own rule.
-agree8 steady8 gpu-agreement-c8-steady.json --warmup-until-steady
-# The tuner's replays without return_token_ids (docs/gpu.md section 7: on one host its eagle3
-# runs were 4-6 % below vllm bench serve's, its baseline 3 % above).
-agree8 noids gpu-agreement-c8-noids.json --without-token-ids
+CONFIGS=("${EAGLE3_CONFIGS[@]}")
+# The first check, every load with a short warm-up (docs/gpu.md section 7, first table).
+agree agreement gpu-agreement.json 1,8,32 1=16,8=64,32=192 2
+# Every load, each warmed up until steady (the tuner's own rule) before either tool measures:
+# 24 requests at 1 (about 7 s a baseline run), 256 at 8, 384 at 32.
+agree steady gpu-agreement-steady.json 1,8,32 1=24,8=256,32=384 2 --warmup-until-steady
+# Concurrency 8 with 256 requests and 3 rounds: 64 requests (about 2 s a run) left vLLM's own runs
+# up to 33 % apart (docs/gpu.md section 7).
+agree agreement8 gpu-agreement-c8.json 8 8=256 3
+agree steady8 gpu-agreement-c8-steady.json 8 8=256 3 --warmup-until-steady
+# The tuner's replays without return_token_ids (which vllm bench serve never sends).
+agree noids gpu-agreement-c8-noids.json 8 8=256 3 --without-token-ids
+# Runs long enough that the server's own run-to-run spread (up to 10 % for 256 requests at 8,
+# docs/gpu.md section 7) averages out: 768 requests at 8 were 0.3 % apart between the tools.
+agree long gpu-agreement-long.json 8,32 8=768,32=1536 3 --warmup-until-steady
+# Why the tools part at 8 (docs/gpu.md section 7, "not the client"): the baseline and eagle3 k=2,
+# four clients in turn on each server (vllm bench serve, the tuner, the tuner sending vllm bench's
+# body, vllm bench asking for token ids), vLLM's own TTFT and TPOT of every run beside the clients'.
+CONFIGS=(--config "eagle3 k=2={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 2}")
+agree probe gpu-agreement-probe.json 8 8=256 3 --warmup-until-steady --tools vllm,tuner,tuner-vllm-body,vllm-token-ids
 
 if wants tenmin && ! is_done tenmin && [ "$(left)" -gt 300 ]; then
     # 384 requests (the 48 code requests eight times, 48 tokens each, a first line of their own
