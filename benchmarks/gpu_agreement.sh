@@ -62,8 +62,9 @@ agree steady8 gpu-agreement-c8-steady.json 8 8=256 3 --warmup-until-steady
 # The tuner's replays without return_token_ids (which vllm bench serve never sends).
 agree noids gpu-agreement-c8-noids.json 8 8=256 3 --without-token-ids
 # Runs long enough that the server's own run-to-run spread (up to 10 % for 256 requests at 8,
-# docs/gpu.md section 7) averages out: 768 requests at 8 were 0.3 % apart between the tools.
-agree long gpu-agreement-long.json 8,32 8=768,32=1536 3 --warmup-until-steady
+# docs/gpu.md section 7) averages out: 768 requests at 8 were 0.3 % apart between the tools. About
+# 15 GPU minutes for the baseline and three eagle3 k, the steady warm-up included.
+agree long gpu-agreement-long.json 8,32 8=512,32=1024 2 --warmup-until-steady
 # Why the tools part at 8 (docs/gpu.md section 7, "not the client"): the baseline and eagle3 k=2,
 # four clients in turn on each server (vllm bench serve, the tuner, the tuner sending vllm bench's
 # body, vllm bench asking for token ids), vLLM's own TTFT and TPOT of every run beside the clients'.
