@@ -77,8 +77,9 @@ def distinct_copies(requests: list[Request], n: int) -> list[Request]:
 
 
 def measure_load(server: VllmServer, model: str, requests: list[Request], concurrency: int, k: int | None,
-                 rounds: int, warmup: int, folder: Path) -> dict[str, list[float]]:
-    """tokens/s of each tool's runs at one load, vllm first in odd rounds, the tuner in even ones."""
+                 rounds: int, warmup: int, folder: Path) -> dict[str, list]:
+    """tokens/s of each tool's runs at one load (TOOLS in order in odd rounds, reversed in even
+    ones), and under "details" every run's client and server TTFT/TPOT and acceptance length."""
     folder.mkdir(parents=True, exist_ok=True)
     dataset = folder / "dataset.jsonl"
     agreement.write_dataset(requests, dataset)
