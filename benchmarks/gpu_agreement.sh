@@ -27,7 +27,7 @@ if ! is_done models; then
 fi
 SERVE="python3 -m vllm.entrypoints.cli.main serve {model}"
 PROFILE=0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10  # EAGLE-3 on Llama-3.1-8B, vllm#26191 (docs/gpu.md)
-STEPS=" ${STEPS:-agreement tenmin} "
+STEPS=" ${STEPS:-agreement studies} "
 E3=/root/models/eagle3-8b
 EAGLE3_CONFIGS=()  # the eagle3 k the agreement steps compare with the baseline (AGREE_KS: other ones)
 for k in ${AGREE_KS:-2 3 4}; do
@@ -71,33 +71,18 @@ agree long gpu-agreement-long.json 8,32 8=512,32=1024 2 --warmup-until-steady
 CONFIGS=(--config "eagle3 k=2={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 2}")
 agree probe gpu-agreement-probe.json 8 8=256 3 --warmup-until-steady --tools vllm,tuner,tuner-vllm-body,vllm-token-ids
 
-if wants tenmin && ! is_done tenmin && [ "$(left)" -gt 300 ]; then
-    # 384 requests (the 48 code requests eight times, 48 tokens each, a first line of their own
-    # from the second copy on); --requests-per-client 12 replays 12 at concurrency 1, 96 at 8 and
-    # all 384 at 32, so no load's replay lasts much longer than another's.
-    python3 - <<'PY'
-import json
-lines = open("workloads/code.jsonl").read().splitlines()
-with open("/root/run/code384.jsonl", "w") as out:
-    for copy in range(8):
-        for line in lines:
-            r = json.loads(line); r["max_tokens"] = r["output_tokens"] = 48; r["id"] = f"{r['id']}-{copy}"
-            r.pop("arrival_s", None)
-            if copy:
-                r["prompt"] = f"# pass {copy + 1}\n" + r["prompt"]
-            out.write(json.dumps(r) + "\n")
-PY
-    started=$(date +%s.%N)
-    timeout -s TERM "$(( $(left) - 20 ))" tuner optimize --workload "$R/code384.jsonl" --model /root/models/target \
-        --name "ten minutes" --server-cmd "$SERVE" --server-arg=--load-format=dummy --server-arg=--max-model-len=4096 \
-        --method eagle3 --method draft_model --method ngram --draft "eagle3=$E3" --draft /root/models/dflash-8b \
-        --draft draft_model=/root/models/draft-250m --k 1-8 --concurrency 1,8,32 --requests-per-client 12 \
-        --synthetic-acceptance "$PROFILE" --max-repeats 6 --warmup-until-steady --gpus 0 \
-        --db "sqlite:///$R/tuner.db" --log-dir "$R/logs" --no-warm-start > "$R/tenmin.txt" 2> "$R/tenmin-progress.log"
-    rc=$?
-    echo "tenmin rc=$rc wall $(python3 -c "import time; print(round(time.time() - $started, 1))") s" | tee "$R/tenmin-wall.txt"
-    tail -40 "$R/tenmin.txt"
-    [ "$rc" = 0 ] && done_ tenmin
+# The studies (benchmarks/gpu_studies.sh) run in a process session of their own, which the device
+# keeps running between calls while the host stays warm: no study is cut by a call's limit, so
+# each one's wall clock runs from its command to its answer. Each call waits for them until its
+# deadline; the next call, made at once, waits on.
+if wants studies && ! is_done studies; then
+    if [ ! -f "$R/started-studies" ]; then
+        cp benchmarks/gpu_studies.sh "$R/"  # the next call's copy of the tree may replace this one
+        touch "$R/started-studies"
+        SERVE=$SERVE PROFILE=$PROFILE E3=$E3 setsid bash "$R/gpu_studies.sh" > "$R/studies.log" 2>&1 < /dev/null &
+    fi
+    while ! is_done studies && [ "$(left)" -gt 15 ]; do sleep 5; done
+    tail -20 "$R/studies.log"
 fi
 
 if wants blockrows && ! is_done blockrows && [ "$(left)" -gt 200 ]; then
