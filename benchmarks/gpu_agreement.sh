@@ -79,7 +79,7 @@ if wants studies && ! is_done studies; then
     if [ ! -f "$R/started-studies" ]; then
         cp benchmarks/gpu_studies.sh "$R/"  # the next call's copy of the tree may replace this one
         touch "$R/started-studies"
-        SERVE=$SERVE PROFILE=$PROFILE E3=$E3 setsid bash "$R/gpu_studies.sh" > "$R/studies.log" 2>&1 < /dev/null &
+        SERVE=$SERVE PROFILE=$PROFILE E3=$E3 STUDIES=${STUDIES:-} setsid bash "$R/gpu_studies.sh" > "$R/studies.log" 2>&1 < /dev/null &
     fi
     while ! is_done studies && [ "$(left)" -gt 15 ]; do sleep 5; done
     tail -20 "$R/studies.log"

@@ -8,6 +8,7 @@
 #   tenminwarm  the same study from nothing on the same host, vLLM's compile cache now warm;
 #   gridnear    the grid where the answer had its closest rivals: ngram k 4-7 at concurrency 32.
 # Each writes STEP.txt (the answer as printed), STEP-progress.log and STEP-wall.txt, then done-STEP.
+# STUDIES: which of them, in this order (default all three).
 set -u
 R=/root/run
 . /root/gpu-env.sh
@@ -33,6 +34,7 @@ study() {
     local step=$1 name=$2 started rc
     shift 2
     [ -f "$R/done-$step" ] && return 0
+    case " ${STUDIES:-tenmin tenminwarm gridnear} " in *" $step "*) ;; *) return 0 ;; esac
     started=$(date +%s.%N)
     echo "$step: started $(date -u +%T)"
     timeout 1500 tuner optimize --workload "$R/code384.jsonl" --model /root/models/target --name "$name" \
