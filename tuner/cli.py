@@ -254,6 +254,10 @@ def optimize(
     study_file: Annotated[Optional[Path], typer.Option(
         "--study", help="TOML study file with the space, server args and load (flags override it).")] = None,
     trials: Annotated[Optional[int], typer.Option(help="Server starts: configurations to measure, baseline included, and with --max-repeats the second starts that settle an undecided pair (default 20).")] = None,
+    time_limit: Annotated[Optional[str], typer.Option(
+        help="An answer by then (600, 10m, 1h): no server start whose trial would end later, judged "
+             "by the longest trial so far; the answer is the best measured, and the same command "
+             "goes on with the study.")] = None,
     noise: Annotated[Optional[float], typer.Option(
         help="A winner must beat the baseline by more than this fraction (default 0.05).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of Poisson arrivals.")] = 0,
@@ -315,7 +319,7 @@ def optimize(
             report=lambda note: err_console.print(note, highlight=False, soft_wrap=True),
             study_file=study_file, methods=method, drafts=draft, k=k, ngram_lookup=ngram_lookup,
             load=load, concurrency=concurrency, rate=rate, time_scale=time_scale, seed=seed,
-            server_cmd=server_cmd, server_args=server_arg, trials=trials, noise=noise,
+            server_cmd=server_cmd, server_args=server_arg, trials=trials, noise=noise, time_limit=time_limit,
             strategy=strategy, slos=slo, warm_start=warm_start, name=name, join=join,
             deploy_args=deploy_arg, max_output_change=max_output_change,
             allow_output_change=allow_output_change, near_tie_margin=near_tie_margin)
@@ -336,6 +340,10 @@ def optimize(
             console.print(f"trials of this study, every worker's: {len(rows)}")
         console.print(f"server starts in this run: {outcome.restarts} "
                       f"(the grid of this space: {len(plan.space.candidates())})")
+        if outcome.time_limit_reached:
+            console.print(f"[yellow]stopped by --time-limit after {outcome.elapsed_s:.0f} s[/]: no trial "
+                          "fitted in the time left, so the answer below is the best of what was measured; "
+                          "the same command goes on with the study", highlight=False, soft_wrap=True)
         console.print(pareto_table(rows, plan.options.slos))
         if outcome.k_by_batch_size is not None:
             console.print(k_by_batch_size_text(outcome), highlight=False, soft_wrap=True)

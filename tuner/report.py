@@ -278,6 +278,8 @@ def k_by_batch_size_text(outcome) -> str:
     if not k_by_batch_size.needs_own_server:
         lines.append(f"the same k at every load: that is the single config of k={k_by_batch_size.max_k}, "
                      "measured above, so it was not started again")
+    elif outcome.k_by_batch_size_rows is None and outcome.time_limit_reached:
+        lines.append("[yellow]not measured on its own server: --time-limit left no time for it[/]")
     elif outcome.k_by_batch_size_rows is None:
         lines.append("[red]the k-by-batch-size schedule's own measurement failed[/]; see the trials table")
     elif k_by_batch_size_beats_single(outcome.k_by_batch_size_rows, outcome.single) is False:
@@ -391,7 +393,8 @@ def outcome_dict(outcome) -> dict:
                            "beats_best_single": k_by_batch_size_beats_single(rows, outcome.single)}
     return {**verdict_dict(outcome.verdict), "k_by_batch_size": k_by_batch_size,
             "schedule": k_by_batch_size,  # deprecated alias of "k_by_batch_size", removed next release
-            "server_starts": outcome.restarts}
+            "server_starts": outcome.restarts, "time_limit_reached": outcome.time_limit_reached,
+            "elapsed_s": round(outcome.elapsed_s, 1)}
 
 
 def schedules_table(views: list[dict]) -> Table:

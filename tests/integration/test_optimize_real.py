@@ -106,6 +106,19 @@ def test_interrupted_study_resumes_without_remeasuring(tmp_path, tiny_models):
     assert optuna_states(db, study) == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
 
 
+def test_a_time_limit_answers_from_what_was_measured_and_starts_nothing_after_it(tmp_path, tiny_models):
+    # The first start of a run is always made; after it, no trial fits in the one second left.
+    result = run(optimize_cmd(tmp_path, tiny_models, "--method", "ngram", "--k", "2",
+                              "--time-limit", "1s", "--json"))
+    answer = json.loads(result.stdout)
+    assert answer["time_limit_reached"] is True and answer["server_starts"] == 1
+    rows = trials(f"sqlite:///{tmp_path / 'tuner.db'}")
+    assert [(r.config is None, r.status) for r in rows] == [(True, "complete")]
+    assert answer["baseline"]["tokens_per_s"] == pytest.approx(rows[0].tokens_per_s)
+    assert answer["keep_speculation_off"] and "--speculative-config" not in answer["serve_command"]
+    assert answer["elapsed_s"] > 1
+
+
 def test_a_config_that_cannot_start_is_stored_as_failed(reference_study: ReferenceStudy):
     # A draft folder that exists but holds no weights: vLLM fails while loading it.
     broken = reference_study.drafts["broken"]

@@ -2,6 +2,7 @@
 
 ```toml
 trials = 12
+time_limit = "10m"             # or seconds: 600
 noise = 0.05
 strategy = "guided"            # or tpe, grid
 slo = ["tpot_p99_ms<=40"]
@@ -46,6 +47,7 @@ from tuner.search.slo import parse_slos
 from tuner.search.space import (DEFAULT_KS, SearchSpace, block_ks, drafts_by_method, parse_ks,
                                 parse_lookup, proposal_ks)
 from tuner.search.study import OptimizeSettings, study_name
+from tuner.search.time_limit import parse_time_limit
 from tuner.search.workers import remember_command
 from tuner.store import ResultStore, database_url, open_database, optuna_storage
 from tuner.trial import MeasureSettings
@@ -53,7 +55,7 @@ from tuner.worker_processes import local_gpu_sets
 from tuner.workload import Workload, load_workload
 
 KEYS = {
-    "": {"trials", "noise", "strategy", "slo", "max_output_change", "allow_output_change", "near_tie_margin",
+    "": {"trials", "time_limit", "noise", "strategy", "slo", "max_output_change", "allow_output_change", "near_tie_margin",
          "space", "server", "load"},
     "space": {"methods", "k", "ngram_lookup", "fixed_k", "drafts"},
     "server": {"cmd", "args", "deploy_args"},
@@ -136,6 +138,7 @@ def _has_shape(value: Any, shape: tuple) -> bool:
 # What each study-file key may hold, and how to say it.
 SHAPES: dict[tuple[str, str], tuple[tuple, str]] = {
     ("", "trials"): ((int,), "a whole number"),
+    ("", "time_limit"): ((str, float), 'a duration like "10m" or a number of seconds'),
     ("", "noise"): ((float,), "a number like 0.05"),
     ("", "strategy"): ((str,), 'a string like "guided"'),
     ("", "slo"): (("strs",), 'a list like ["tpot_p99_ms<=40"]'),
@@ -172,7 +175,7 @@ def plan_study(
     strategy: str | None = None, slos: list[str] | None = None, warm_start: bool = True,
     name: str | None = None, join: bool = False, deploy_args: list[str] | None = None,
     max_output_change: float | None = None, allow_output_change: bool | None = None,
-    near_tie_margin: float | None = None,
+    near_tie_margin: float | None = None, time_limit: str | None = None,
 ) -> StudyPlan:
     """Flags win over the study file; the file wins over the defaults. Deploy arguments are
     server arguments too: the server of every trial gets them, after the others."""
@@ -203,6 +206,7 @@ def plan_study(
         loads = (LoadSpec(mode, levels[0], rates[0], scale, seed),)  # type: ignore[arg-type]
     options = OptimizeSettings(
         trials=trials or study.get("trials", 20),
+        time_limit_s=parse_time_limit(limit) if (limit := time_limit or study.get("time_limit")) else None,
         noise=noise if noise is not None else study.get("noise", DEFAULT_NOISE), seed=seed,
         strategy=strategy or study.get("strategy", "guided"),
         slos=parse_slos(slos or study.get("slo", [])), warm_start=warm_start, name=name, join=join,

@@ -38,6 +38,7 @@ from tuner.search.k_by_batch_size import (KByBatchSize, best_single, k_by_batch_
                                           single_answer, single_stats, tune_k_by_batch_size)
 from tuner.search.slo import Slo, pareto_front
 from tuner.search.space import Candidate, SearchSpace
+from tuner.search.time_limit import TimeLimit
 from tuner.search.verdict import StudyRules, Verdict, measured_loads, study_verdict
 from tuner.search.workers import WAIT_S, fail_stale, has_waiting, heartbeat, heartbeats_on, pending_keys
 from tuner.stats import RepeatStats, geometric_mean
@@ -76,6 +77,8 @@ class OptimizeSettings:
     near_tie_margin: float = NEAR_TIE_MARGIN
     # Server arguments of production, kept in the answer's `vllm serve` line (--deploy-arg).
     deploy_args: tuple[str, ...] = ()
+    # --time-limit: no server start whose trial would end later than this after the run began.
+    time_limit_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -84,6 +87,8 @@ class OptimizeSettings:
             raise UsageError(f"--trials must be >= 1, got {self.trials}")
         if not 0 <= self.max_output_change <= 1:
             raise UsageError(f"--max-output-change must be between 0 and 1, got {self.max_output_change}")
+        if self.time_limit_s is not None and self.time_limit_s <= 0:
+            raise UsageError(f"--time-limit must be more than 0 seconds, got {self.time_limit_s}")
         if self.near_tie_margin < 0:
             raise UsageError(f"--near-tie-margin must be >= 0 (0: every divergence is a change), "
                              f"got {self.near_tie_margin}")
@@ -106,6 +111,8 @@ class StudyOutcome:
     k_by_batch_size_rows: list[TrialRow] | None  # it, measured on the real server, per load
     restarts: int  # server starts this call spent
     verdict: Verdict  # what to deploy, as `tuner best` and the dashboard show it
+    time_limit_reached: bool = False  # --time-limit refused a start: the same command goes on
+    elapsed_s: float = 0.0  # this call's time from its start to its answer
 
     @property
     def answer(self) -> Answer:
@@ -277,6 +284,7 @@ def optimize(
     not_measured: set[str] = set()  # met a transient fault in this run: the next run retries
     starts_per_trial = settings.repeats if settings.repeat_mode == "fresh-server" else 1
     budget = min(options.trials, len(candidates))
+    time_limit = TimeLimit(options.time_limit_s)
     try:
         while True:
             # Other workers' trials count against the budget, and while any runs this worker
@@ -301,6 +309,8 @@ def optimize(
                 # once its trial is complete: a helper worker waits for it (issue 33).
                 time.sleep(WAIT_S)
                 continue
+            if not time_limit.allows_start():
+                break
             trial = study.ask()
             candidate = space.suggest(trial)
             if candidate.spec is not None and measured.get(key_of(candidates[0].params)) is None:
@@ -317,7 +327,7 @@ def optimize(
                 if duplicates > 20 * len(candidates):
                     break
                 continue
-            with heartbeat(storage, trial):
+            with heartbeat(storage, trial), time_limit.trial():
                 try:
                     measurements = _run_trial(study, trial, candidate, model, workload, settings, store,
                                               run_id, progress, (len(measured), budget), options, measure)
@@ -336,12 +346,13 @@ def optimize(
         if settings.max_repeats is not None and not options.join:  # the creator alone settles
             restarts += starts_per_trial * _settle_undecided(
                 name, model, workload, settings, store, run_id, progress, measure, options,
-                len(_measured(study, not_measured)))
+                len(_measured(study, not_measured)), time_limit)
         k_by_batch_size, k_by_batch_size_rows, single = None, None, None
         if len(settings.loads) > 1 and not options.join:  # the creator alone measures k by batch size
             k_by_batch_size, k_by_batch_size_rows, single = _k_by_batch_size(
-                name, model, workload, settings, store, run_id, progress, measure, options)
-            if k_by_batch_size is not None and k_by_batch_size.needs_own_server:  # its own server was started
+                name, model, workload, settings, store, run_id, progress, measure, options, time_limit)
+            if k_by_batch_size is not None and k_by_batch_size.needs_own_server and not time_limit.reached:
+                # its own server was started
                 restarts += starts_per_trial
         status = "finished"
     finally:
@@ -349,22 +360,27 @@ def optimize(
     rows = store.trials(study_name=name)
     verdict = study_verdict(rows, StudyRules.from_stored(store.study_runs(name)[-1]), options.noise)
     answers = {load.label: verdict.answers[load.label] for load in settings.loads}
-    return StudyOutcome(name, answers, single, k_by_batch_size, k_by_batch_size_rows, restarts, verdict)
+    return StudyOutcome(name, answers, single, k_by_batch_size, k_by_batch_size_rows, restarts, verdict,
+                        time_limit.reached, time_limit.elapsed_s())
 
 
 def _k_by_batch_size(name: str, model: str, workload: Workload, settings: MeasureSettings, store: ResultStore,
-                     run_id: int, progress: StudyProgress, measure, options: OptimizeSettings):
+                     run_id: int, progress: StudyProgress, measure, options: OptimizeSettings,
+                     time_limit: TimeLimit):
     """Over several concurrency levels: the best single config, the k-by-batch-size schedule
     tuned from the study's rows and that table measured on its own server, all stored with
-    the run. (k by batch size, its rows, the best single config's rows)."""
+    the run, unless --time-limit leaves no time for its server. (k by batch size, its rows,
+    the best single config's rows)."""
     rows = store.trials(study_name=name)
     single = best_single(rows, settings.loads, options.slos, options.output_rule, options.noise)
     k_by_batch_size = tune_k_by_batch_size(rows, settings.loads, options.noise, options.slos,
                                            options.output_rule)
     measured = None
-    if k_by_batch_size is not None and k_by_batch_size.needs_own_server:
-        measured = _measure_k_by_batch_size(k_by_batch_size, name, model, workload, settings, store,
-                                            run_id, progress, measure, options.noise, options.near_tie_margin)
+    if k_by_batch_size is not None and k_by_batch_size.needs_own_server and time_limit.allows_start():
+        with time_limit.trial():
+            measured = _measure_k_by_batch_size(k_by_batch_size, name, model, workload, settings, store,
+                                                run_id, progress, measure, options.noise,
+                                                options.near_tie_margin)
     store.set_run_fields(run_id, k_by_batch_size=_k_by_batch_size_record(k_by_batch_size, measured, single))
     return k_by_batch_size, measured, single
 
@@ -403,17 +419,18 @@ def _to_start_again(rows: Sequence[TrialRow], options: OptimizeSettings,
 
 def _settle_undecided(name: str, model: str, workload: Workload, settings: MeasureSettings,
                       store: ResultStore, run_id: int, progress: StudyProgress, measure,
-                      options: OptimizeSettings, measured: int) -> int:
+                      options: OptimizeSettings, measured: int, time_limit: TimeLimit) -> int:
     """Measure again what decides: while a load's winner and a contender are neither separated
     nor shown equal, start the less well known of them once more (its replays pooled with its
-    first start's), as long as the study's --trials allow a start; returns the starts spent.
+    first start's), as long as the study's --trials and --time-limit allow a start; returns the
+    starts spent.
     Only with --max-repeats: a trial's own replays were not enough, so the spread between its
     servers may be the cause (on the H200 a server's tokens/s climbed over its first minute)."""
     spent, tried = 0, set()
     while True:
         rows = store.trials(study_name=name)
         second_starts = sum(r.starts - 1 for r in pooled(rows) if r.kind == "study")
-        if measured + second_starts >= options.trials:
+        if measured + second_starts >= options.trials or not time_limit.allows_start():
             return spent
         pick = _to_start_again(rows, options, tried)
         if pick is None:
@@ -427,7 +444,8 @@ def _settle_undecided(name: str, model: str, workload: Workload, settings: Measu
         try:
             progress.trial_started(row.optuna_trial_number, f"{row.label} again ({why})",
                                    measured + second_starts, options.trials)
-            measurements = measure(model, spec, workload, _with_reach(settings, store, name), progress)
+            with time_limit.trial():
+                measurements = measure(model, spec, workload, _with_reach(settings, store, name), progress)
         except KeyboardInterrupt:
             store.end_trial(trial_id, "interrupted", "interrupted by the user (Ctrl-C or SIGTERM)")
             raise
