@@ -4,8 +4,10 @@
 # to its printed answer, each study with its own database $R/STEP.db, in this order:
 #   tenmin      the default (guided) search over baseline, eagle3, the DFlash drafter, draft_model
 #               0.25 B and ngram, k 1-8, at concurrency 1, 8, 32 with the precision per load
-#               (--max-repeats 6), on a host where each config starts for the first time;
-#   tenminwarm  the same study from nothing on the same host, vLLM's compile cache now warm;
+#               (--max-repeats 6), on a host where each config starts for the first time, with
+#               --time-limit 10m (unlimited, the same study took 10.7 minutes: docs/gpu.md 8);
+#   tenminwarm  the same study, without the limit, from nothing on the same host, vLLM's compile
+#               cache now warm;
 #   gridnear    the grid where the answer had its closest rivals: ngram k 4-7 at concurrency 32.
 # Each writes STEP.txt (the answer as printed), STEP-progress.log and STEP-wall.txt, then done-STEP.
 # STUDIES: which of them, in this order (default all three).
@@ -48,7 +50,7 @@ study() {
 }
 EVERY_METHOD=(--method eagle3 --method draft_model --method ngram --draft "eagle3=$E3" --draft /root/models/dflash-8b
               --draft draft_model=/root/models/draft-250m --k 1-8 --concurrency 1,8,32)
-study tenmin "ten minutes" "${EVERY_METHOD[@]}"
+study tenmin "ten minutes" "${EVERY_METHOD[@]}" --time-limit 10m
 study tenminwarm "ten minutes, warm host" "${EVERY_METHOD[@]}"
 study gridnear "grid near the answer" --strategy grid --method ngram --k 4-7 --concurrency 32
 touch "$R/done-studies"
