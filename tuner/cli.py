@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -305,6 +306,7 @@ def optimize(
     *, run: RunOptions, server_cmd: Optional[str], server_arg: Optional[list[str]],
 ) -> None:
     """Search (method, draft, k) with an Optuna study; every trial is a real measurement."""
+    began = time.monotonic()  # --time-limit counts from here: the checks before the study take seconds
     from tuner.search import optimize as run_study
     from tuner.search.plan import prepare_study
     from tuner.worker_processes import helper_workers
@@ -329,7 +331,7 @@ def optimize(
                             run.log_dir, report=lambda note: err_console.print(note, highlight=False)) as start_helpers, \
                 StudyProgressView(err_console) as progress:
             outcome = run_study(model, study.workload, plan.space, study.settings, store, study.storage,
-                                plan.options, progress, on_ready=start_helpers)
+                                plan.options, progress, on_ready=start_helpers, began=began)
         rows = store.trials(study_name=outcome.study_name)
         written = write_speculative_config(outcome.verdict, write_config)
         if as_json:

@@ -59,6 +59,11 @@ def test_the_first_start_is_always_made_then_only_one_that_ends_in_time():
         clock.now += 60
     assert limit.longest_trial_s == 100
     assert not limit.allows_start() and limit.reached  # 160 + 100 > 250
+    # Counted from the command's start: checks before the study (25 s on the H200) use it up too.
+    begun_earlier = TimeLimit(250, clock=clock, began=clock.now - 60)
+    with begun_earlier.trial():
+        clock.now += 100
+    assert begun_earlier.elapsed_s() == 160 and not begun_earlier.allows_start()  # 160 + 100 > 250
     unlimited = TimeLimit(None, clock=clock)
     with unlimited.trial():
         clock.now += 10_000

@@ -254,13 +254,14 @@ def optimize(
     model: str, workload: Workload, space: SearchSpace, settings: MeasureSettings,
     store: ResultStore, storage: optuna.storages.BaseStorage, options: OptimizeSettings,
     progress: StudyProgress, on_ready: Callable[[], object] | None = None,
-    measure: Callable[..., list[Measurement]] | None = None,
+    measure: Callable[..., list[Measurement]] | None = None, began: float | None = None,
 ) -> StudyOutcome:
     """``on_ready``: called once the study is set up (stale trials closed), before the first
     trial: `tuner optimize --workers N` starts its other workers there, not earlier, so that
     their first trials are not taken for leftovers of a dead run. ``measure``: what measures a
     config at the loads (``measure_config_at_loads``, the real server); the search benchmark
-    passes one that draws from a stored table, so it runs this very loop."""
+    passes one that draws from a stored table, so it runs this very loop. ``began``: when the
+    command started (``time.monotonic``), which --time-limit counts from; default now."""
     measure = measure or measure_config_at_loads
     name = options.name or study_name(model, workload.type, settings.loads_label)
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize",
@@ -284,7 +285,7 @@ def optimize(
     not_measured: set[str] = set()  # met a transient fault in this run: the next run retries
     starts_per_trial = settings.repeats if settings.repeat_mode == "fresh-server" else 1
     budget = min(options.trials, len(candidates))
-    time_limit = TimeLimit(options.time_limit_s)
+    time_limit = TimeLimit(options.time_limit_s, began=began)
     try:
         while True:
             # Other workers' trials count against the budget, and while any runs this worker

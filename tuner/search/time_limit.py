@@ -8,7 +8,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tuner.errors import UsageError
 
@@ -31,18 +31,20 @@ def parse_time_limit(text: str | int | float) -> float:
 
 @dataclass
 class TimeLimit:
-    """Whether another server start fits before ``seconds`` have passed since this run began.
+    """Whether another server start fits before ``seconds`` have passed since ``began`` (a
+    ``clock`` reading; default: when this was made).
     The first start of a run is always made (before it, nothing says how long one takes, and
     without a measured baseline there is no answer); with no limit every start fits."""
 
     seconds: float | None
     clock: Callable[[], float] = time.monotonic
-    began: float = field(init=False)
+    began: float | None = None
     longest_trial_s: float | None = None
     reached: bool = False  # a start was refused
 
     def __post_init__(self) -> None:
-        self.began = self.clock()
+        if self.began is None:
+            self.began = self.clock()
 
     def elapsed_s(self) -> float:
         return self.clock() - self.began
