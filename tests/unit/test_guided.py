@@ -79,6 +79,22 @@ def test_guided_order_baseline_then_highest_k_per_drafter_then_the_most_promisin
     assert found >= best / 1.02
 
 
+def test_drafters_open_with_the_likeliest_winners_whatever_order_the_flags_named_them():
+    # The H200 ten-minute study named eagle3, draft_model, ngram, then the DFlash drafter, and
+    # --time-limit 10m stopped it before DFlash, the winner (docs/gpu.md section 8).
+    space = SearchSpace(methods=("draft_model", "ngram", "eagle3", "dflash"), ks=(1, 2, 3, 4),
+                        drafts={"draft_model": ("small",), "eagle3": ("head",), "dflash": ("block",)},
+                        fixed_k={"dflash": 7})
+    search = GuidedSearch(space.candidates(), noise=0.02)
+    measured, order = {}, []
+    for _ in range(5):
+        params = search.propose(measured).candidate.params
+        order.append(params["method"] if params["method"] != "off" else "baseline")
+        k = params.get(f"{params['method']}.k", 0)
+        measured[key_of(params)] = observation(params, tps(k), PROFILE[:k] if k else None)
+    assert order == ["baseline", "eagle3", "dflash", "ngram", "draft_model"]
+
+
 def test_with_several_loads_the_best_k_of_each_load_is_measured():
     # Cheap steps at batch 1 (k=6 wins there), dear ones at batch 16 (k=2 or 3): the geometric
     # mean's best, k=4, is 4.7 % below batch 16's best.

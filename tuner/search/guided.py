@@ -3,7 +3,9 @@
 Order of trials:
 1. the baseline (every speedup is measured against it);
 2. each drafter (method + draft + method fields) once, at its highest k: that one run's
-   per-position acceptance gives the acceptance length at every smaller k;
+   per-position acceptance gives the acceptance length at every smaller k. Drafters go in the
+   order of ``OPENING_ORDER`` (the likeliest winners first), so that a study stopped early by
+   ``--time-limit`` has measured them;
 3. then, from the step-cost model fitted on everything measured so far (``predict``), the
    unmeasured config with the largest expected gain over best * (1 + noise), which weighs the
    predicted gain against the model's uncertainty (expected improvement);
@@ -40,6 +42,12 @@ from tuner.search.predict import Observation, Prediction, StepCostModel, predict
 from tuner.search.space import BASELINE, FIXED_K, Candidate
 
 DEFAULT_Z = 1.28  # "plausibly": a one-sided 90 % bound
+# Which drafters are measured first (step 2), whatever order the flags named them in. Drafts made
+# for the target (eagle3, the block drafters, MTP heads) before the free ngram and suffix, and the
+# separate draft model last: it starts slowest and, on the H200, ran below the baseline at every
+# load (0.59-0.69x, docs/gpu.md section 8). With --time-limit 10m a cold H200 stopped after four
+# trials in the flags' order (eagle3, draft_model, ngram) before DFlash, the study's winner.
+OPENING_ORDER = ("eagle3", "dflash", "dspark", "mtp", "ngram", "suffix", "draft_model")
 # Run-to-run spread assumed until repeats measure it (--repeats 2 or more).
 DEFAULT_RUN_NOISE = 0.02
 
@@ -186,7 +194,7 @@ class GuidedSearch:
         tried = {drafter_of(c.params) for c in self.candidates
                  if key_of(c.params) in measured or key_of(c.params) in pending}
         tried |= {o.drafter for o in self.prior}
-        for candidate in todo:
+        for candidate in sorted(todo, key=_opening_rank):
             drafter = drafter_of(candidate.params)
             if drafter not in tried:
                 highest = max((c for c in todo if drafter_of(c.params) == drafter),
@@ -231,6 +239,11 @@ class GuidedSearch:
                         f"({self.noise:.1%})" + (f"; uncertainty widened by {miss:.1%}: a trial of this drafter "
                                                  f"measured that much above its prediction's stated "
                                                  f"uncertainty" if miss else ""))
+
+
+def _opening_rank(candidate: Candidate) -> int:
+    method = candidate.params["method"]
+    return OPENING_ORDER.index(method) if method in OPENING_ORDER else len(OPENING_ORDER)
 
 
 def _by_load(observed: Sequence[Observation]) -> dict[str, list[Observation]]:
