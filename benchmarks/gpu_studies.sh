@@ -8,7 +8,9 @@
 #               --time-limit 10m (unlimited, the same study took 10.7 minutes: docs/gpu.md 8);
 #   tenminwarm  the same study, without the limit, from nothing on the same host, vLLM's compile
 #               cache now warm;
-#   gridnear    the grid where the answer had its closest rivals: ngram k 4-7 at concurrency 32.
+#   gridnear    the grid around the answer (dflash k=7 on 2026-12-05) at concurrency 1, 8, 32: the
+#               DFlash drafter, eagle3 and ngram at k 4 and 6 (the k the study left unmeasured where
+#               the step-cost table has those methods closest to DFlash), and the baseline.
 # Each writes STEP.txt (the answer as printed), STEP-progress.log and STEP-wall.txt, then done-STEP.
 # STUDIES: which of them, in this order (default all three).
 set -u
@@ -52,5 +54,6 @@ EVERY_METHOD=(--method eagle3 --method draft_model --method ngram --draft "eagle
               --draft draft_model=/root/models/draft-250m --k 1-8 --concurrency 1,8,32)
 study tenmin "ten minutes" "${EVERY_METHOD[@]}" --time-limit 10m
 study tenminwarm "ten minutes, warm host" "${EVERY_METHOD[@]}"
-study gridnear "grid near the answer" --strategy grid --method ngram --k 4-7 --concurrency 32
+study gridnear "grid near the answer" --strategy grid --method eagle3 --method ngram --draft "eagle3=$E3" \
+    --draft /root/models/dflash-8b --k 4,6 --concurrency 1,8,32
 touch "$R/done-studies"
