@@ -34,7 +34,7 @@ import agreement  # noqa: E402  (benchmarks/agreement.py: the CPU build's side-b
 
 from tuner.engine import ServerOptions, SpecConfig, VllmServer  # noqa: E402
 from tuner.replay import LoadSpec, replay  # noqa: E402
-from tuner.trial import MeasureSettings, NoProgress, _reset_prefix_cache, warm_up_until_steady  # noqa: E402
+from tuner.trial import MeasureSettings, NoProgress, warm_up_until_steady  # noqa: E402
 from tuner.workload import Request, Workload, load_workload  # noqa: E402
 
 WARMUP_UNTIL_STEADY = False  # --warmup-until-steady
@@ -100,7 +100,7 @@ def measure_load(server: VllmServer, model: str, requests: list[Request], concur
             name = f"{tool}-c{concurrency}-{round_}"
             # Every run starts from an empty prefix cache, as each of the tuner's replays does:
             # otherwise only the first run after the warm-up prefills its prompts in full.
-            _reset_prefix_cache(server)
+            agreement.reset_prefix_cache(server.base_url)
             if tool.startswith("vllm"):
                 argv = agreement.vllm_bench_argv(server.base_url, model, dataset, requests, concurrency, warmup,
                                                  folder, name)
