@@ -307,7 +307,11 @@ def _measure_on_one_server(model: str, spec: SpecConfig | None, workload: Worklo
             replayed = settings.replayed(workload, load)
             warm_by_load.append(warm_up_until_steady(server, model, replayed, load, settings, progress))
             runs_by_load.append(_replays(server, model, spec, replayed, load, settings, progress))
-        margins = (_reference_margins(server, model, settings.replayed(workload, settings.load), settings, progress)
+        # Every load's greedy requests get their margins, not only the first load's: with
+        # --requests-per-client a higher load replays more of the workload, and a divergence
+        # there needs its margin to be told from a real change.
+        widest = max(settings.loads, key=lambda load: len(settings.replayed(workload, load).requests))
+        margins = (_reference_margins(server, model, settings.replayed(workload, widest), settings, progress)
                    if spec is None else None)
         record = ServerRecord(
             command=server.command(), log_path=str(server.log_path), startup_s=server.startup_s or 0.0,

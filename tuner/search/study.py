@@ -611,10 +611,10 @@ def _store_measurements(store: ResultStore, trial_id: int, name: str, measuremen
                         near_tie_margin: float = NEAR_TIE_MARGIN) -> bool:
     """Store each load's figures with every run's greedy output checked against the baseline's;
     returns whether the output really changed (near-ties aside) beyond ``output_rule`` at some load."""
-    stored = store.baseline_outputs(name) if measurements and measurements[0].spec is not None else None
-    baseline = BaselineOutputs(*stored) if stored else None
     changed = False
     for m in measurements:
+        stored = store.baseline_outputs(name, m.load) if m.spec is not None else None
+        baseline = BaselineOutputs(*stored) if stored else None
         checks = [compare_outputs(baseline, run.requests, near_tie_margin) if baseline else None
                   for run in m.runs]
         trial_check = worst(checks)

@@ -225,14 +225,16 @@ class ResultStore:
                     server_tpot_mean_s=run.server_latency.tpot_mean_s if run.server_latency else None,
                 ))
 
-    def baseline_outputs(self, study_name: str) -> tuple[dict[str, str], dict[str, list[int]],
-                                                         dict[str, list[float | None]]] | None:
-        """Greedy outputs of the study's completed baseline (its first run), if any: request id
-        -> text digest, request id -> token ids, and request id -> per-token margins of the
-        baseline's top two candidates (empty where they were not recorded)."""
+    def baseline_outputs(self, study_name: str, load: str) -> tuple[dict[str, str], dict[str, list[int]],
+                                                                    dict[str, list[float | None]]] | None:
+        """Greedy outputs of the study's newest completed baseline at ``load`` (its first run),
+        if any: request id -> text digest, request id -> token ids, and request id -> per-token
+        margins of the baseline's top two candidates (empty where they were not recorded). Each
+        load is checked against the baseline's run at that same load: with --requests-per-client
+        the loads replay different requests."""
         query = (select(TrialRun).join(TrialRecord).join(StudyRun)
                  .where(StudyRun.study_name == study_name, TrialRecord.status == "complete",
-                        TrialRun.repeat == 0)
+                        TrialRun.repeat == 0, TrialRun.load == load)
                  .options(selectinload(TrialRun.trial))
                  .order_by(TrialRecord.id.desc()))
         with Session(self.engine) as session:
