@@ -291,34 +291,52 @@ def measure_config_at_loads(
 
 def _measure_on_one_server(model: str, spec: SpecConfig | None, workload: Workload,
                            settings: MeasureSettings, progress: Progress) -> list[Measurement]:
-    if settings.sampling_seed is not None:
-        workload = workload.with_default_seeds(settings.sampling_seed)
     started_at = _now()
     server = VllmServer(model, spec, settings.server)
     server.checked_command()  # a bad --server-cmd fails before anything is shown or started
     progress.phase(f"starting vLLM ({server.label}), log {settings.server.log_dir}")
     with server:
         progress.phase(f"server ready in {server.startup_s:.0f} s")
-        runs_by_load, warm_by_load = [], []
-        for index, load in enumerate(settings.loads):
-            if index:
-                _reset_prefix_cache(server)
-            _warm_up(server, model, workload, load, settings, progress)
-            replayed = settings.replayed(workload, load)
-            warm_by_load.append(warm_up_until_steady(server, model, replayed, load, settings, progress))
-            runs_by_load.append(_replays(server, model, spec, replayed, load, settings, progress))
-        # Every load's greedy requests get their margins, not only the first load's: with
-        # --requests-per-client a higher load replays more of the workload, and a divergence
-        # there needs its margin to be told from a real change.
-        widest = max(settings.loads, key=lambda load: len(settings.replayed(workload, load).requests))
-        margins = (_reference_margins(server, model, settings.replayed(workload, widest), settings, progress)
-                   if spec is None else None)
-        record = ServerRecord(
-            command=server.command(), log_path=str(server.log_path), startup_s=server.startup_s or 0.0,
-            pid=server.process.pid if server.process else -1, port=server.port,
-            vllm_version=_vllm_version(server.base_url),
-        )
+        measurements = measure_on_server(server, model, spec, workload, settings, progress, started_at)
         progress.phase("stopping the server")
+    finished_at = _now()
+    return [replace(m, finished_at=finished_at) for m in measurements]
+
+
+def measure_on_server(server: VllmServer, model: str, spec: SpecConfig | None, workload: Workload,
+                      settings: MeasureSettings | None = None, progress: Progress | None = None,
+                      started_at: str | None = None) -> list[Measurement]:
+    """What a trial does on its server once it is up, at each of ``settings.loads`` in order:
+    the prefix cache reset between loads, the warm-up requests, the warm-up until steady where
+    asked, the replays with /metrics read around each; for the baseline (``spec`` None), the
+    greedy reference's top-2 margins. One Measurement per load (``finished_at``: when the last
+    load was measured). The server is left running: its caller started it and stops it.
+    ``measure_config_at_loads`` calls it on the fresh server it starts for a trial;
+    benchmarks/agreement.py on a server that vllm bench serve measures too."""
+    settings = settings or MeasureSettings()
+    progress = progress or NoProgress()
+    if settings.sampling_seed is not None:
+        workload = workload.with_default_seeds(settings.sampling_seed)
+    started_at = started_at or _now()
+    runs_by_load, warm_by_load = [], []
+    for index, load in enumerate(settings.loads):
+        if index:
+            _reset_prefix_cache(server)
+        _warm_up(server, model, workload, load, settings, progress)
+        replayed = settings.replayed(workload, load)
+        warm_by_load.append(warm_up_until_steady(server, model, replayed, load, settings, progress))
+        runs_by_load.append(_replays(server, model, spec, replayed, load, settings, progress))
+    # Every load's greedy requests get their margins, not only the first load's: with
+    # --requests-per-client a higher load replays more of the workload, and a divergence
+    # there needs its margin to be told from a real change.
+    widest = max(settings.loads, key=lambda load: len(settings.replayed(workload, load).requests))
+    margins = (_reference_margins(server, model, settings.replayed(workload, widest), settings, progress)
+               if spec is None else None)
+    record = ServerRecord(
+        command=server.command(), log_path=str(server.log_path), startup_s=server.startup_s or 0.0,
+        pid=server.process.pid if server.process else -1, port=server.port,
+        vllm_version=_vllm_version(server.base_url),
+    )
     finished_at = _now()
     return [Measurement(
         model=model,
