@@ -14,8 +14,10 @@ starts vLLM with ``VLLM_SERVER_DEV_MODE=1``).
   start with the CPU build), custom JSONL dataset in workload order (``--disable-shuffle``), the
   prompts as they are (``--skip-chat-template``), per-request lengths (``--custom-output-len -1``),
   ``--num-warmups`` warm-up requests, acceptance from its own ``/metrics`` deltas.
-- tuner: the steps of ``tuner.trial.measure_config`` on the running server: warm-up replay,
-  ``scrape_counters``, ``replay``, ``scrape_counters``, ``summarize`` and ``acceptance_between``.
+- tuner: ``tuner.trial.measure_on_server`` on the running server, the function every trial calls
+  once its server is up: its warm-up, one replay with /metrics read around it (and once more
+  where the replay is marked for a reason another can clear, as in a trial), and for the
+  baseline the greedy reference after the measured replay.
 
 The table compares output tokens/s, mean TPOT, mean TTFT, acceptance rate and mean acceptance
 length, and checks the targets: tokens/s and TPOT within 5 %, acceptance rate within 0.01
@@ -34,7 +36,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import itertools
 import json
 import os
 import statistics
@@ -63,10 +64,9 @@ from rich.table import Table  # noqa: E402
 
 from tuner.engine import ServerOptions, SpecConfig, VllmServer  # noqa: E402
 from tuner.errors import TunerError  # noqa: E402
-from tuner.metrics import acceptance_between, scrape_counters  # noqa: E402
-from tuner.replay import LoadSpec, replay, summarize  # noqa: E402
-from tuner.trial import MeasureSettings  # noqa: E402
-from tuner.workload import Request, load_workload  # noqa: E402
+from tuner.replay import LoadSpec, replay  # noqa: E402
+from tuner.trial import MeasureSettings, NoProgress, measure_on_server  # noqa: E402
+from tuner.workload import Request, Workload, load_workload  # noqa: E402
 
 DEFAULT_SPEC = {"method": "ngram", "num_speculative_tokens": 3,
                 "prompt_lookup_min": 2, "prompt_lookup_max": 4}
@@ -389,31 +389,56 @@ def count_stalled(ttft_e2e: Any) -> int:
 # ---------------------------------------------------------------- the tuner's path
 
 
+class TunerWindow(NoProgress):
+    """The Progress the tuner's path is given here: a RunWindow opened as each measured replay
+    starts (``_replay_once`` says "replay ...") and closed at the next step the trial takes
+    (a replay once more, the baseline's greedy reference) or when it returns. It covers the
+    replay the trial keeps, as vLLM's window covers vLLM's run; warm-up excluded."""
+
+    def __init__(self, server: VllmServer):
+        assert server.process is not None
+        self.pgid, self.base_url = server.process.pid, server.base_url  # the server leads its group
+        self.open: RunWindow | None = None
+        self.closed: RunWindow | None = None
+
+    def close(self) -> None:
+        if self.open is not None:
+            self.open.stop()
+            self.closed, self.open = self.open, None
+
+    def phase(self, description: str) -> None:
+        self.close()
+
+    def start_replay(self, description: str, total: int) -> None:
+        self.close()
+        if description.startswith("replay"):
+            self.open = RunWindow(self.pgid, self.base_url)
+            self.open.start()
+
+
 def run_tuner(server: VllmServer, model: str, requests: list[Request], concurrency: int,
-              warmup: int, k: int | None, round_: int, save_to: Path) -> RunFigures:
-    """What tuner.trial.measure_config does once the server is up, on this server."""
-    settings = MeasureSettings(load=LoadSpec("concurrency", concurrency), warmup=warmup)
-    base = server.base_url
-    assert server.process is not None
-    if settings.warmup > 0:
-        warm = list(itertools.islice(itertools.cycle(requests), settings.warmup))
-        replay(base, model, warm, LoadSpec("concurrency", settings.load.concurrency),
-               request_timeout_s=settings.request_timeout_s,
-               default_max_tokens=settings.default_max_tokens)
-    with RunWindow(server.process.pid, base) as window:  # the server leads its process group
-        before = scrape_counters(base)
-        results, duration = replay(base, model, requests, settings.load,
-                                   request_timeout_s=settings.request_timeout_s,
-                                   default_max_tokens=settings.default_max_tokens)
-        after = scrape_counters(base)
-    summary = summarize(results, duration)
-    acceptance = acceptance_between(before, after, k)
+              warmup: int, spec: SpecConfig | None, round_: int, save_to: Path) -> RunFigures:
+    """The tuner's own trial on this running server: ``tuner.trial.measure_on_server``, the
+    function every trial calls once its server is up (warm-up, replay with /metrics read
+    around it, the baseline's greedy reference after it), at one load, one replay. No default
+    seeds are added (``sampling_seed=None``): both tools send the workload's requests as they are."""
+    settings = MeasureSettings(load=LoadSpec("concurrency", concurrency), warmup=warmup, sampling_seed=None)
+    workload = Workload(save_to.parent / "dataset.jsonl", "agreement", tuple(requests))
+    window = TunerWindow(server)
+    try:
+        (measurement,) = measure_on_server(server, model, spec, workload, settings, window)
+    finally:
+        window.close()
+    run = measurement.runs[-1]
+    summary, acceptance, results = run.summary, run.acceptance, run.requests
     save_to.write_text(json.dumps({
         "summary": asdict(summary), "acceptance": asdict(acceptance) if acceptance else None,
-        "server_generation_tokens": after.generation_tokens - before.generation_tokens,
-        "requests": [asdict(r) for r in results],
+        "server_generation_tokens": run.server_generation_tokens, "marks": list(run.marks),
+        "remeasured": list(run.remeasured), "requests": [asdict(r) for r in results],
     }, indent=1))
     ms = lambda p: p.mean * 1000 if p else float("nan")  # noqa: E731
+    measured = window.closed  # the window of the replay kept (the last one opened)
+    assert measured is not None
     return RunFigures(
         tool="tuner", round=round_, duration_s=summary.duration_s,
         completed=summary.completed, failed=summary.failed, output_tokens=summary.output_tokens,
@@ -425,7 +450,7 @@ def run_tuner(server: VllmServer, model: str, requests: list[Request], concurren
         draft_tokens=acceptance.draft_tokens if acceptance else None,
         accepted_tokens=acceptance.accepted_tokens if acceptance else None,
         per_position=list(acceptance.per_position) if acceptance else None,
-        client_cpu_s=window.client_s, cpu_shares=window.shares, server=window.server,
+        client_cpu_s=measured.client_s, cpu_shares=measured.shares, server=measured.server,
         median_tpot_ms=summary.tpot.p50 * 1000 if summary.tpot else float("nan"),
         median_ttft_ms=summary.ttft.p50 * 1000 if summary.ttft else float("nan"),
         stalled=count_stalled((r.ttft_s, r.e2e_s) for r in results if r.ok),
@@ -615,8 +640,7 @@ def main(argv: list[str] | None = None) -> int:
                     runs.append(vllm_figures(result, round_, window))
                 else:
                     runs.append(run_tuner(server, args.model, requests, args.concurrency,
-                                          args.warmup, spec.k if spec else None, round_,
-                                          out_dir / f"tuner-{round_}.json"))
+                                          args.warmup, spec, round_, out_dir / f"tuner-{round_}.json"))
                 console.print(f"{tool} #{round_}: {runs[-1].output_tokens_per_s:.1f} tok/s "
                               f"({time.monotonic() - started:.0f} s)")
         if not server.alive():

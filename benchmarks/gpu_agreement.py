@@ -5,9 +5,10 @@ For each config (the baseline and each ``--config NAME=SPEC_JSON``) one server i
 speculative config). At each concurrency the first requests of the workload (``--requests``
 per load) are exported as vLLM's custom dataset and measured in turn by vLLM's own benchmark
 client and by the tuner's measurement path (``agreement.run_vllm_bench`` and
-``agreement.run_tuner``, the steps of ``tuner.trial.measure_config``), ``--rounds`` times each,
-alternating. The output: every run's tokens/s, each tool's ratio to the baseline at each load and
-the k each tool would choose there, in ``--out`` (JSON, resumable: configs already in it are
+``agreement.run_tuner``: ``tuner.trial.measure_on_server``, what every trial does on its server),
+``--rounds`` times each, alternating. The output: every run's tokens/s, each tool's ratio to the
+baseline at each load and the config each tool's runs would make the answer there (the product's
+rule, ``tuner.search.answer.choose``), in ``--out`` (JSON, resumable: configs already in it are
 not measured again) and as a table.
 
     python3 benchmarks/gpu_agreement.py --model /root/models/target \\
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import statistics
 import sys
@@ -34,6 +36,9 @@ import agreement  # noqa: E402  (benchmarks/agreement.py: the CPU build's side-b
 
 from tuner.engine import ServerOptions, SpecConfig, VllmServer  # noqa: E402
 from tuner.replay import LoadSpec, replay  # noqa: E402
+from tuner.search.answer import DEFAULT_NOISE, choose  # noqa: E402
+from tuner.stats import relative_precision, repeat_stats  # noqa: E402
+from tuner.store import TrialRow  # noqa: E402
 from tuner.trial import MeasureSettings, NoProgress, warm_up_until_steady  # noqa: E402
 from tuner.workload import Request, Workload, load_workload  # noqa: E402
 
@@ -76,7 +81,7 @@ def distinct_copies(requests: list[Request], n: int) -> list[Request]:
     return out
 
 
-def measure_load(server: VllmServer, model: str, requests: list[Request], concurrency: int, k: int | None,
+def measure_load(server: VllmServer, model: str, requests: list[Request], concurrency: int, spec: SpecConfig | None,
                  rounds: int, warmup: int, folder: Path) -> dict[str, list]:
     """tokens/s of each tool's runs at one load (TOOLS in order in odd rounds, reversed in even
     ones), and under "details" every run's client and server TTFT/TPOT and acceptance length."""
@@ -114,7 +119,7 @@ def measure_load(server: VllmServer, model: str, requests: list[Request], concur
                 server_side = window.server
             else:
                 with request_body_as(tool):
-                    run = agreement.run_tuner(server, model, requests, concurrency, warmup, k, round_,
+                    run = agreement.run_tuner(server, model, requests, concurrency, warmup, spec, round_,
                                               folder / f"{name}.json")
                 tokens_per_s, failed = run.output_tokens_per_s, run.failed
                 client = {"ttft_ms": run.mean_ttft_ms, "tpot_ms": run.mean_tpot_ms,
@@ -151,12 +156,46 @@ def summarize_ratios(record: dict) -> list[dict]:
     return rows
 
 
-def choices(rows: list[dict]) -> dict[str, dict[str, str]]:
-    """Per load, the config each tool measured fastest."""
+def as_trial_rows(record: dict, load: str, tool: str) -> list[TrialRow]:
+    """One tool's runs of every config at one load as the rows a study stores for its trials
+    (tokens/s: the median, MAD and 95 % interval of the runs, as ``ResultStore.complete_trial``
+    keeps them), so that the product's own rule chooses among them. No latency targets, and no
+    greedy output check: this script does not compare outputs."""
+    rows = []
+    for number, (name, config) in enumerate(record["configs"].items()):
+        runs = config["loads"].get(load, {}).get(tool)
+        if not runs:
+            continue
+        stats, precision = repeat_stats(runs), relative_precision(runs)
+        rows.append(TrialRow(
+            study_name="gpu agreement", model=record["model"], workload_type="agreement", load=load,
+            optuna_trial_number=number, config=config["spec"], label=name, status="complete",
+            failure_cause=None, server_log_path=None, tokens_per_s=stats.median, tpot_p50_s=None,
+            ttft_p50_s=None, acceptance_rate=None, mean_acceptance_length=None, per_position=None,
+            finished_at=None, vllm_version=None, host="", server_args=[], repeats=stats.n,
+            tokens_per_s_mad=stats.mad, tokens_per_s_ci=(stats.ci_low, stats.ci_high),
+            tokens_per_s_precision=precision if math.isfinite(precision) else None, replays=tuple(runs)))
+    return rows
+
+
+def choices(record: dict, noise: float = DEFAULT_NOISE) -> dict[str, dict[str, str]]:
+    """Per load, the config each tool's runs would make the answer, by the product's rule
+    (``tuner.search.answer.choose``: speculation must beat the baseline by more than ``noise``
+    plus the runs' spread, configs tied by the run noise go to the smaller k), not the highest
+    mean. "undecided: ..." is added where the answer leaves contenders undecided."""
     out: dict[str, dict[str, str]] = {}
-    for load in sorted({r["load"] for r in rows}, key=int):
-        at = [r for r in rows if r["load"] == load]
-        out[load] = {tool: max(at, key=lambda r: r[f"{tool} tok/s"])["config"] for tool in ("vllm", "tuner")}
+    loads = {load for config in record["configs"].values() for load in config["loads"]}
+    for load in sorted(loads, key=int):
+        out[load] = {}
+        for tool in ("vllm", "tuner"):
+            rows = as_trial_rows(record, load, tool)
+            if not any(r.config is None for r in rows):
+                continue  # no baseline run by this tool at this load: no answer
+            answer = choose(rows, noise)
+            chosen = answer.winner.label if answer.winner is not None else "none"
+            if answer.undecided:
+                chosen += f" (undecided: {', '.join(r.label for r in answer.undecided)})"
+            out[load][tool] = chosen
     return out
 
 
@@ -173,6 +212,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=4)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--noise", type=float, default=DEFAULT_NOISE,
+                        help="the study's --noise, with which answer.choose picks each load's answer (default %(default)s)")
     parser.add_argument("--log-dir", type=Path, default=Path("gpu-agreement-logs"))
     parser.add_argument("--deadline-s", type=float, default=None, help="start no config after this many seconds")
     parser.add_argument("--without-token-ids", action="store_true",
@@ -224,14 +265,14 @@ def main() -> None:
             print(f"{name}: ready in {server.startup_s:.0f} s", flush=True)
             for c in loads:
                 requests = distinct_copies(source, per_load[c])
-                entry["loads"][str(c)] = measure_load(server, args.model, requests, c, spec.k if spec else None,
+                entry["loads"][str(c)] = measure_load(server, args.model, requests, c, spec,
                                                       args.rounds, args.warmup,
                                                       args.out.parent / "gpu-agreement-runs" / name.replace(" ", "_"))
         record["configs"][name] = entry
         args.out.write_text(json.dumps(record, indent=1))
     if "baseline" in record["configs"]:
         record["rows"] = summarize_ratios(record)
-        record["choices"] = choices(record["rows"])
+        record["choices"] = choices(record, args.noise)
         args.out.write_text(json.dumps(record, indent=1))
         print(f"{'config':<14} {'load':>4} {'vllm tok/s':>10} {'tuner tok/s':>11} {'vllm x':>7} {'tuner x':>8} "
               f"{'diff':>7} {'spreads v/t':>12}")
@@ -239,7 +280,8 @@ def main() -> None:
             print(f"{r['config']:<14} {r['load']:>4} {r['vllm tok/s']:>10.0f} {r['tuner tok/s']:>11.0f} "
                   f"{r['vllm ratio']:>7.3f} {r['tuner ratio']:>8.3f} {r['ratio difference']:>+7.1%} "
                   f"{r['vllm spread']:>5.1%}/{r['tuner spread']:.1%}")
-        print("fastest per load (vllm / tuner):", record["choices"])
+        print(f"the answer per load by the product's rule (answer.choose, noise {args.noise:.0%}):",
+              record["choices"])
     print(f"took {time.monotonic() - started:.0f} s on {os.uname().nodename}")
 
 
