@@ -349,9 +349,8 @@ def optimize(
         console.print(pareto_table(rows, plan.options.slos))
         if outcome.k_by_batch_size is not None:
             console.print(k_by_batch_size_text(outcome), highlight=False, soft_wrap=True)
+        # A what-if study (--synthetic-acceptance) says so in the verdict's own notes.
         console.print(verdict_text(outcome.verdict, rows, written), highlight=False, soft_wrap=True)
-        if run.acceptance_rates:
-            console.print(SYNTHETIC_NOTE.format(rates=run.synthetic_acceptance), highlight=False, soft_wrap=True)
 
 
 @app.command()

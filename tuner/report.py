@@ -9,6 +9,7 @@ from rich.table import Table
 
 from tuner.replay import Percentiles, RequestResult
 from tuner.search import Answer
+from tuner.search.answer import DEFAULT_NOISE
 from tuner.search.output_check import divergence_text
 from tuner.search.k_by_batch_size import k_by_batch_size_beats_single
 from tuner.search.verdict import Verdict, objective_by_trial, prediction_error as prediction_figures
@@ -270,7 +271,7 @@ def k_by_batch_size_text(outcome) -> str:
         if level.load in single:
             parts.append(f"best single ({single[level.load].label}) {single[level.load].tokens_per_s:.1f}")
         own = measured.get(level.load)
-        if own is not None and own.tokens_per_s:
+        if own is not None and own.tokens_per_s and level.baseline.tokens_per_s:
             parts.append(f"k by batch size {own.tokens_per_s:.1f} tok/s ({own.tokens_per_s / level.baseline.tokens_per_s:.2f}x)")
         if own is not None and own.k_applied is not None:
             parts.append(f"server drafted {own.k_applied:.2f} tokens per draft")  # did it use k here?
@@ -282,10 +283,15 @@ def k_by_batch_size_text(outcome) -> str:
         lines.append("[yellow]not measured on its own server: --time-limit left no time for it[/]")
     elif outcome.k_by_batch_size_rows is None:
         lines.append("[red]the k-by-batch-size schedule's own measurement failed[/]; see the trials table")
-    elif k_by_batch_size_beats_single(outcome.k_by_batch_size_rows, outcome.single) is False:
-        lines.append(f"[yellow]the k-by-batch-size schedule measured slower than the best single config "
-                     f"({outcome.single[0].label}) over these levels[/]")
+    elif k_by_batch_size_beats_single(outcome.k_by_batch_size_rows, outcome.single, _noise(outcome.verdict)) is False:
+        lines.append(f"[yellow]the k-by-batch-size schedule was not faster than the best single config "
+                     f"({outcome.single[0].label}) over these levels beyond the noise[/]")
     return "\n".join(lines)
+
+
+def _noise(verdict: Verdict | None) -> float:
+    """The noise margin the study's verdict was decided under."""
+    return next(iter(verdict.answers.values())).noise if verdict is not None and verdict.answers else DEFAULT_NOISE
 
 
 def answer_text(answer: Answer, with_verdict: bool = True) -> str:
@@ -321,12 +327,16 @@ def answer_text(answer: Answer, with_verdict: bool = True) -> str:
 def verdict_text(verdict: Verdict, rows: list[TrialRow] | None = None, config_file: str | None = None) -> str:
     """The study's one answer: every load's figures, then what to deploy and the line to paste."""
     lines = [answer_text(a, with_verdict=len(verdict.answers) > 1) for a in verdict.answers.values()]
-    colour = "green" if verdict.kind in ("config", "k_by_batch_size") else "yellow" if verdict.kind == "off" else "red"
+    colour = ("yellow" if verdict.kind == "off" or verdict.what_if
+              else "green" if verdict.kind in ("config", "k_by_batch_size") else "red")
     lines.append(f"[bold {colour}]answer: {verdict.headline}[/]")
     for note in verdict.notes:
         lines.append(f"[yellow]note[/]: {note}")
     if rows and (error := prediction_error(rows)):
         lines.append(error)
+    if verdict.what_if:
+        lines.append("nothing to deploy from a what-if study: measure again without --synthetic-acceptance")
+        return "\n".join(lines)
     if not verdict.deployable:
         lines.append("nothing to deploy: relax the targets or widen the search space")
         return "\n".join(lines)
@@ -374,9 +384,12 @@ def verdict_dict(verdict: Verdict) -> dict:
             "answers": {load: answer_dict(a) for load, a in verdict.answers.items()},
             "kind": verdict.kind, "deployable": verdict.deployable,
             "keep_speculation_off": verdict.keep_speculation_off, "verdict": verdict.headline,
+            "what_if": verdict.what_if,
             "deployed_label": verdict.label if verdict.deployable else None,
-            "closest_label": verdict.label if not verdict.deployable else None,
-            "speedup": verdict.speedup, "speculative_config": verdict.deployed,
+            "what_if_label": verdict.label if verdict.what_if and verdict.kind != "none" else None,
+            "closest_label": verdict.label if verdict.kind == "none" else None,
+            "speedup": verdict.speedup,
+            "speculative_config": verdict.deployed if verdict.deployable else None,
             "serve_command": verdict.serve_command(), "server_args": list(verdict.args),
             "notes": list(verdict.notes)}
 
@@ -390,7 +403,8 @@ def outcome_dict(outcome) -> dict:
                            "measured_tokens_per_s": {r.load: r.tokens_per_s for r in rows or []},
                            "best_single": [{"load": r.load, "label": r.label, "config": r.config,
                                             "tokens_per_s": r.tokens_per_s} for r in outcome.single or []],
-                           "beats_best_single": k_by_batch_size_beats_single(rows, outcome.single)}
+                           "beats_best_single": k_by_batch_size_beats_single(rows, outcome.single,
+                                                                             _noise(outcome.verdict))}
     return {**verdict_dict(outcome.verdict), "k_by_batch_size": k_by_batch_size,
             "schedule": k_by_batch_size,  # deprecated alias of "k_by_batch_size", removed next release
             "server_starts": outcome.restarts, "time_limit_reached": outcome.time_limit_reached,

@@ -37,7 +37,7 @@ def compare(previous: Verdict | None, new: Verdict, noise: float) -> Outcome:
 def study_outcome(study_name: str, history: Sequence[TrialRow], noise: float,
                   rules: dict[str, dict[str, Any]] | None = None) -> Outcome | None:
     """``history``: every trial of the study's model and workload type; ``rules``: each study's
-    stored rules (``ResultStore.study_rules``). The study's verdict is compared with that of the
+    stored rules (``ResultStore.study_rules``); ``noise``: for a study that stored none. The study's verdict is compared with that of the
     latest other study of the same loads that finished before it. None when it has no verdict."""
     found = verdicts(history, rules or {}, noise)
     mine = next((v for v in found if v.study_name == study_name), None)
@@ -50,7 +50,9 @@ def study_outcome(study_name: str, history: Sequence[TrialRow], noise: float,
                and finished.get(v.study_name) is not None
                and (started is None or finished[v.study_name] < started)]
     previous = max(earlier, key=lambda v: finished[v.study_name], default=None)
-    return compare(previous, mine, noise)
+    # "Regressed" is beyond the study's own --noise, the margin its verdict was decided under.
+    own = (rules or {}).get(study_name, {}).get("noise")
+    return compare(previous, mine, noise if own is None else own)
 
 
 def _finished_by_study(history: Sequence[TrialRow]) -> dict[str, datetime]:

@@ -5,6 +5,7 @@ latency target, or changed greedy output beyond the allowed share, is never the 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -85,6 +86,7 @@ class Answer:
     output_changed: tuple[TrialRow, ...] = ()  # fast enough to count, but changed greedy output
     # Neither separated from the winner nor shown equal to it: more replays would decide.
     undecided: tuple[TrialRow, ...] = ()
+    broke_targets: tuple[TrialRow, ...] = ()  # speculative configs that completed but broke a latency target
 
     @property
     def meets_slos(self) -> bool:
@@ -125,7 +127,7 @@ class Answer:
                 closest = f"; the closest is {self.closest.label}" + (f" ({over})" if over else "")
             return f"no configuration meets {targets}{closest}"
         if self.best is None:
-            return "keep speculation off: no speculative configuration completed"
+            return "keep speculation off: " + self._why_no_speculative
         if self.keep_speculation_off:
             why = ("slower than without speculation" if self.speedup is not None and self.speedup < 1
                    else f"within the noise ({self.noise:.0%} plus the runs' spread)")
@@ -135,6 +137,22 @@ class Answer:
         if self.undecided:
             line += f"; {self.undecided_text}"
         return line
+
+    @property
+    def _why_no_speculative(self) -> str:
+        """Why no speculative config is eligible here: none completed, or each broke a rule."""
+        changed = [r for r in self.output_changed if r.config is not None]
+        if not self.broke_targets and not changed:
+            return "no speculative configuration completed"
+        parts = []
+        if self.broke_targets:
+            targets = ", ".join(slo.text for slo in self.slos)
+            closest = min(self.broke_targets, key=lambda t: max(slo.violation(t) for slo in self.slos))
+            parts.append(f"{len(self.broke_targets)} broke {targets} (the closest, {closest.label})")
+        if changed:
+            parts.append(f"{len(changed)} changed greedy output")
+        n = len(self.broke_targets) + len(changed)
+        return f"of the {n} speculative configuration{'s' if n > 1 else ''} that completed, " + " and ".join(parts)
 
     @property
     def undecided_text(self) -> str:
@@ -178,25 +196,27 @@ def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE, slos: Seque
         raise TunerError(f"{name} has no completed baseline, so no speedup can be computed; "
                          "rerun the study to measure it")
     baseline = baselines[-1]
+    if baseline.tokens_per_s <= 0:
+        raise TunerError(f"{baseline.study_name}: the baseline generated no output tokens at {baseline.load} "
+                         "(0 tokens/s), so no speedup can be computed; check that the workload's requests "
+                         "generate tokens (max_tokens) and rerun the study")
     everything = [baseline] + [t for t in done if t.config is not None]
     changed = tuple(t for t in everything if feasible(t, slos) and not eligible(t, slos, max_output_change))
+    broke = tuple(t for t in everything if t.config is not None and not feasible(t, slos))
     ranked = [t for t in everything if eligible(t, slos, max_output_change)]
     spec = [t for t in ranked if t.config is not None]
     best = max(spec, key=lambda t: trial_stats(t).score) if spec else None
+    found = functools.partial(Answer, baseline.study_name, baseline.model, baseline.workload_type, baseline.load,
+                              baseline, best, noise=noise, slos=tuple(slos), output_changed=changed,
+                              broke_targets=broke)
     if not ranked:
         closest = min(everything, key=lambda t: max(slo.violation(t) for slo in slos)) if slos else None
-        return Answer(baseline.study_name, baseline.model, baseline.workload_type, baseline.load,
-                      baseline, None, None, noise, tuple(slos), closest, changed)
+        return found(winner=None, closest=closest)
     top = max(ranked, key=lambda t: trial_stats(t).score)
     if baseline in ranked and (top is baseline or tied(trial_stats(baseline), trial_stats(top), noise)):
-        winner = baseline
-    else:
-        tolerance = min(noise, tie_noise)
-        candidates = [t for t in spec if tied(trial_stats(t), trial_stats(top), tolerance)]
-        equal = [t for t in candidates if t is top or shown_equal(trial_stats(t), trial_stats(top), tolerance)]
-        winner = min(equal, key=lambda t: (trial_k(t), -trial_stats(t).score))
-        undecided = tuple(t for t in candidates if t not in equal)
-        return Answer(baseline.study_name, baseline.model, baseline.workload_type, baseline.load,
-                      baseline, best, winner, noise, tuple(slos), None, changed, undecided)
-    return Answer(baseline.study_name, baseline.model, baseline.workload_type, baseline.load,
-                  baseline, best, winner, noise, tuple(slos), None, changed)
+        return found(winner=baseline)
+    tolerance = min(noise, tie_noise)
+    candidates = [t for t in spec if tied(trial_stats(t), trial_stats(top), tolerance)]
+    equal = [t for t in candidates if t is top or shown_equal(trial_stats(t), trial_stats(top), tolerance)]
+    winner = min(equal, key=lambda t: (trial_k(t), -trial_stats(t).score))
+    return found(winner=winner, undecided=tuple(t for t in candidates if t not in equal))

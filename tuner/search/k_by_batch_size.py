@@ -104,6 +104,14 @@ def tune_k_by_batch_size(rows: Sequence[TrialRow], loads: Sequence[LoadSpec],
         return None
     drafters: dict[str, dict[str, Any]] = {_key(r.config): drafter_config(r.config)
                                            for r in done if r.config is not None}
+
+    def answers(key: str) -> list:
+        return [choose([r for r in at[load.label] if r.config is None or _key(r.config) == key],
+                       noise, slos, max_output_change) for load in ordered]
+
+    # A drafter whose k (or k = 0) meets the targets at every level, else its schedule would
+    # break them somewhere: with the baseline's k = 0 where no k of it is eligible.
+    drafters = {key: config for key, config in drafters.items() if all(a.winner for a in answers(key))}
     if not drafters:
         return None
 
@@ -118,12 +126,8 @@ def tune_k_by_batch_size(rows: Sequence[TrialRow], loads: Sequence[LoadSpec],
         return total
 
     best_key = max(drafters, key=gain)
-    levels = []
-    for load in ordered:
-        level_rows = [r for r in at[load.label] if r.config is None or _key(r.config) == best_key]
-        answer = choose(level_rows, noise, slos, max_output_change)
-        chosen = answer.winner or answer.baseline  # no config meets the targets: k = 0 there
-        levels.append(Level(load.label, load.concurrency, trial_k(chosen), chosen, answer.baseline))
+    levels = [Level(load.label, load.concurrency, trial_k(answer.winner), answer.winner, answer.baseline)
+              for load, answer in zip(ordered, answers(best_key))]
     ranges = batch_ranges([lv.concurrency for lv in levels], [lv.k for lv in levels])
     return KByBatchSize(drafters[best_key], tuple(levels), ranges)
 
@@ -184,14 +188,17 @@ def best_single(rows: Sequence[TrialRow], loads: Sequence[LoadSpec] | Sequence[s
 
 
 def k_by_batch_size_beats_single(k_by_batch_size_rows: Sequence[TrialRow] | None,
-                                 single: Sequence[TrialRow] | None) -> bool | None:
-    """Whether the k-by-batch-size schedule, measured, was faster than the best single config:
-    the geometric mean over the levels of their tokens/s ratio above 1. None when either lacks a
-    measurement. A k by batch size can measure slower than the same k without one, so this is not
-    a given (docs/notes-from-code.md#tunersearchk_by_batch_size)."""
-    ours = {r.load: r.tokens_per_s for r in k_by_batch_size_rows or [] if r.tokens_per_s}
-    theirs = {r.load: r.tokens_per_s for r in single or [] if r.tokens_per_s}
-    levels = ours.keys() & theirs.keys()
-    if not levels:
+                                 single: Sequence[TrialRow] | None, noise: float = DEFAULT_NOISE) -> bool | None:
+    """Whether the k-by-batch-size schedule, measured, was faster than the best single config
+    beyond the noise: its geometric mean over the levels above the single config's and not tied
+    with it (``stats.tied``, the run noise or ``noise`` where smaller, plus both spreads: the
+    rule configs are compared by everywhere, ``answer.choose``). A tie keeps the single config,
+    the simpler one to deploy. None when either lacks a measurement at some level. A k by batch
+    size can measure slower than the same k without one, so this is not a given
+    (docs/notes-from-code.md#tunersearchk_by_batch_size)."""
+    ours = {r.load: r for r in k_by_batch_size_rows or [] if r.tokens_per_s}
+    theirs = {r.load: r for r in single or [] if r.tokens_per_s}
+    if not theirs or not ours or ours.keys() != theirs.keys():
         return None
-    return geometric_mean([ours[level] / theirs[level] for level in levels]) > 1
+    a, b = single_stats(list(ours.values())), single_stats([theirs[load] for load in ours])
+    return a.median > b.median and not tied(a, b, min(noise, DEFAULT_RUN_NOISE))

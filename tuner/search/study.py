@@ -207,7 +207,7 @@ def warm_start(store: ResultStore, model: str, workload_type: str, loads: Sequen
                               rules.max_output_change) for label in labels]
         except TunerError:  # no baseline at some level: measured at other levels, or failed
             continue
-        bases = {label: answer.baseline.tokens_per_s for label, answer in zip(labels, answers)}
+        bases = {label: answer.baseline.tokens_per_s for label, answer in zip(labels, answers)}  # > 0 (choose)
         by_trial: dict[int, dict[str, TrialRow]] = {}
         for r in study_rows:
             if r.status == "complete" and r.tokens_per_s:
@@ -382,7 +382,8 @@ def _k_by_batch_size(name: str, model: str, workload: Workload, settings: Measur
             measured = _measure_k_by_batch_size(k_by_batch_size, name, model, workload, settings, store,
                                                 run_id, progress, measure, options.noise,
                                                 options.near_tie_margin)
-    store.set_run_fields(run_id, k_by_batch_size=_k_by_batch_size_record(k_by_batch_size, measured, single))
+    store.set_run_fields(run_id, k_by_batch_size=_k_by_batch_size_record(k_by_batch_size, measured, single,
+                                                                         options.noise))
     return k_by_batch_size, measured, single
 
 
@@ -399,7 +400,7 @@ def _to_start_again(rows: Sequence[TrialRow], options: OptimizeSettings,
             if row.starts < MAX_STARTS and json.dumps(row.config, sort_keys=True) not in tried:
                 other = winner if row is not winner else undecided[0]
                 s = stats(row)
-                found.append((s.mad / math.sqrt(max(s.n, 1)) / s.median, row,
+                found.append((s.mad / math.sqrt(max(s.n, 1)) / s.median if s.median > 0 else math.inf, row,
                               f"undecided against {other.label} {where}"))
 
     loads = measured_loads(rows)
@@ -430,7 +431,8 @@ def _settle_undecided(name: str, model: str, workload: Workload, settings: Measu
     spent, tried = 0, set()
     while True:
         rows = store.trials(study_name=name)
-        second_starts = sum(r.starts - 1 for r in pooled(rows) if r.kind == "study")
+        # A second start measures its config at every load: it counts once against --trials.
+        second_starts = sum({r.optuna_trial_number: r.starts - 1 for r in pooled(rows) if r.kind == "study"}.values())
         if measured + second_starts >= options.trials or not time_limit.allows_start():
             return spent
         pick = _to_start_again(rows, options, tried)
@@ -457,10 +459,8 @@ def _settle_undecided(name: str, model: str, workload: Workload, settings: Measu
             continue
         _store_measurements(store, trial_id, name, measurements, options.noise, options.output_rule,
                             options.near_tie_margin)
-        failed = [m.summary for m in measurements if m.summary.failed > MAX_ERROR_RATE * m.summary.requests]
-        if failed:
-            store.end_trial(trial_id, "failed", f"{failed[0].failed} of {failed[0].requests} requests failed "
-                                                f"({'; '.join(failed[0].errors)})")
+        if failed := _too_many_failed(measurements):
+            store.end_trial(trial_id, "failed", failed)
         same = [r for r in store.trials(study_name=name) if r.optuna_trial_number == row.optuna_trial_number]
         for r in same[-len(measurements):]:
             progress.trial_finished(r)
@@ -477,7 +477,7 @@ def _store_pareto(store: ResultStore, run_id: int, name: str) -> None:
 
 
 def _k_by_batch_size_record(k_by_batch_size: KByBatchSize | None, rows: list[TrialRow] | None,
-                            single: list[TrialRow] | None) -> dict | None:
+                            single: list[TrialRow] | None, noise: float = DEFAULT_NOISE) -> dict | None:
     if k_by_batch_size is None:
         return None
     return {**k_by_batch_size.to_dict(),
@@ -485,7 +485,7 @@ def _k_by_batch_size_record(k_by_batch_size: KByBatchSize | None, rows: list[Tri
             "k_applied": {r.load: r.k_applied for r in rows or []},
             "best_single": {"label": single[0].label, "config": single[0].config,
                             "tokens_per_s": {r.load: r.tokens_per_s for r in single}} if single else None,
-            "beats_best_single": k_by_batch_size_beats_single(rows, single)}
+            "beats_best_single": k_by_batch_size_beats_single(rows, single, noise)}
 
 
 def _measure_k_by_batch_size(k_by_batch_size: KByBatchSize, name: str, model: str, workload: Workload,
@@ -504,10 +504,24 @@ def _measure_k_by_batch_size(k_by_batch_size: KByBatchSize, name: str, model: st
         store.end_trial(trial_id, "interrupted", "interrupted by the user (Ctrl-C or SIGTERM)")
         raise
     except TunerError as exc:
-        store.end_trial(trial_id, "failed", str(exc), getattr(exc, "log_path", None) and str(exc.log_path))
+        # A fault of the host says nothing of the schedule: not measured, as for any trial.
+        store.end_trial(trial_id, NOT_MEASURED if exc.transient else "failed", str(exc),
+                        getattr(exc, "log_path", None) and str(exc.log_path))
         return None
     _store_measurements(store, trial_id, name, measurements, noise, near_tie_margin=near_tie_margin)
+    if failed := _too_many_failed(measurements):
+        store.end_trial(trial_id, "failed", failed)  # its figures mean nothing, as for any trial
+        return None
     return [r for r in store.trials(study_name=name) if r.kind == "k_by_batch_size"][-len(measurements):]
+
+
+def _too_many_failed(measurements: Sequence[Measurement]) -> str | None:
+    """The failure cause when some load's replay lost more than MAX_ERROR_RATE of its requests."""
+    failed = [m.summary for m in measurements if m.summary.failed > MAX_ERROR_RATE * m.summary.requests]
+    if not failed:
+        return None
+    s = failed[0]
+    return f"{s.failed} of {s.requests} requests failed ({'; '.join(s.errors)})"
 
 
 def _with_reach(settings: MeasureSettings, store: ResultStore, name: str) -> MeasureSettings:
@@ -560,10 +574,7 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
         return None
     changed_output = _store_measurements(store, trial_id, study.study_name, measurements, options.noise,
                                          options.output_rule, options.near_tie_margin)
-    failed = [m.summary for m in measurements if m.summary.failed > MAX_ERROR_RATE * m.summary.requests]
-    if failed:
-        s = failed[0]
-        cause = f"{s.failed} of {s.requests} requests failed ({'; '.join(s.errors)})"
+    if cause := _too_many_failed(measurements):
         trial.set_user_attr("failure_cause", cause)
         study.tell(trial, state=TrialState.FAIL)
         store.end_trial(trial_id, "failed", cause)

@@ -22,11 +22,11 @@ from typing import Any
 
 from tuner.engine.deploy import production_args, serve_command
 from tuner.errors import TunerError
-from tuner.search.answer import DEFAULT_NOISE, Answer, choose, eligible, undecided_text
+from tuner.search.answer import DEFAULT_NOISE, Answer, choose, eligible, pooled, undecided_text
 from tuner.search.output_check import divergence_text
-from tuner.search.k_by_batch_size import single_answer
+from tuner.search.k_by_batch_size import k_by_batch_size_beats_single, single_answer, single_stats
 from tuner.search.slo import Slo, parse_slos
-from tuner.stats import geometric_mean
+from tuner.stats import geometric_mean, tied
 from tuner.store import NOT_MEASURED, TrialRow
 from tuner.trust import CLIENT_BOUND, LATENCY_MARKS
 
@@ -70,10 +70,14 @@ class Verdict:
     args: tuple[str, ...]  # the production server arguments of the line
     rows: tuple[TrialRow, ...]  # the deployed config's figures per load (off: the best speculative's)
     notes: tuple[str, ...] = ()  # what the user should know: changed output, marked figures
+    # A what-if study (--synthetic-acceptance): the rates its drafts were accepted at. Its figures
+    # are the host's step costs at that profile, not what a draft reaches: never deployed.
+    what_if: str | None = None
 
     @property
     def deployable(self) -> bool:
-        return self.kind != NONE
+        """Whether there is a line to deploy: a configuration met the targets in a real study."""
+        return self.kind != NONE and self.what_if is None
 
     @property
     def keep_speculation_off(self) -> bool:
@@ -84,7 +88,8 @@ class Verdict:
         """What the user is told to run, in a few words."""
         if self.kind == NONE:
             return "no configuration meets the targets"
-        return "speculation off" if self.keep_speculation_off else self.label
+        shown = "speculation off" if self.keep_speculation_off else self.label
+        return f"what-if only: {shown}" if self.what_if else shown
 
     @property
     def effective_speedup(self) -> float:
@@ -98,7 +103,8 @@ class Verdict:
         return serve_command(self.model, self.deployed, self.args) if self.deployable else None
 
     def config_json(self) -> str | None:
-        return json.dumps(self.deployed, indent=2, sort_keys=True) + "\n" if self.deployed else None
+        return (json.dumps(self.deployed, indent=2, sort_keys=True) + "\n"
+                if self.deployed and self.deployable else None)
 
 
 def _geomean_speedup(rows: Sequence[TrialRow], answers: dict[str, Answer]) -> float | None:
@@ -173,6 +179,11 @@ def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
                   noise: float = DEFAULT_NOISE) -> Verdict:
     """The verdict of one study from all its rows. Raises TunerError without a completed
     baseline at some load. ``noise``: for a study that stored no --noise of its own."""
+    v = _study_verdict(rows, rules, noise)
+    return replace(v, headline=f"what-if (synthetic acceptance {v.what_if}): {v.headline}") if v.what_if else v
+
+
+def _study_verdict(rows: Sequence[TrialRow], rules: StudyRules, noise: float) -> Verdict:
     if rules.noise is not None:
         noise = rules.noise
     study_rows = [r for r in rows if r.kind == "study"]
@@ -191,11 +202,11 @@ def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
     label_all = ",".join(loads) if len(loads) > 1 else loads[0]
 
     def verdict(kind: str, deployed, label: str, shown: Sequence[TrialRow], headline: str) -> Verdict:
-        return Verdict(first.study_name, first.model, first.workload_type, label_all, answers, kind,
+        return _what_if(Verdict(first.study_name, first.model, first.workload_type, label_all, answers, kind,
                        deployed, label, _geomean_speedup(shown, answers), headline, args, tuple(shown),
                        _notes(answers, shown, rules) + tuple(
                            f"{r.label} was not measured, for a fault of the host ({r.failure_cause}); "
-                           "run the same command again to measure it" for r in unmeasured))
+                           "run the same command again to measure it" for r in unmeasured)), rules)
 
     unmet = [a for a in answers.values() if a.winner is None]
     if unmet:
@@ -207,36 +218,107 @@ def study_verdict(rows: Sequence[TrialRow], rules: StudyRules = StudyRules(),
         if a.keep_speculation_off:
             return verdict(OFF, None, "speculation off", [a.best] if a.best else [], a.verdict)
         return verdict(CONFIG, a.winner.config, a.winner.label, [a.winner], a.verdict)
+    return _over_loads(rows, study_rows, answers, loads, label_all, rules, noise, verdict)
+
+
+WHAT_IF_NOTE = ("a what-if study: acceptance was synthetic ({rates}), so its figures are this host's step "
+                "costs at that profile, not what the draft itself would reach; nothing from it is deployed: "
+                "measure again without --synthetic-acceptance before deploying")
+
+
+def _what_if(v: Verdict, rules: StudyRules) -> Verdict:
+    """A study run with --synthetic-acceptance is a what-if wherever it is shown: marked in its
+    headline and notes, with no deploy line (``Verdict.deployable``)."""
+    if not rules.synthetic_acceptance:
+        return v
+    return replace(v, what_if=rules.synthetic_acceptance, notes=(WHAT_IF_NOTE.format(rates=rules.synthetic_acceptance), *v.notes))
+
+
+def _schedule_rows(rows: Sequence[TrialRow], loads: Sequence[str]) -> list[TrialRow] | None:
+    """The k-by-batch-size schedule's own measurement, a row per load (its latest), or None
+    unless it completed at every load."""
+    measured = {r.load: r for r in rows if r.kind == "k_by_batch_size" and r.status == "complete" and r.tokens_per_s}
+    return [measured[load] for load in loads] if all(load in measured for load in loads) else None
+
+
+def _closest_over_loads(rows: Sequence[TrialRow], loads: Sequence[str], slos: Sequence[Slo]) -> TrialRow | None:
+    """Of the configs measured at every load, the one whose worst latency target is broken least
+    at its worst load (its row there)."""
+    by_config: dict[int, dict[str, TrialRow]] = {}
+    for r in pooled([r for r in rows if r.status == "complete" and r.tokens_per_s]):
+        by_config.setdefault(r.optuna_trial_number, {})[r.load] = r
+    complete = [[c[load] for load in loads] for c in by_config.values() if all(load in c for load in loads)]
+    if not complete or not slos:
+        return None
+    worst = [max(c, key=lambda r: max(slo.violation(r) for slo in slos)) for c in complete]
+    return min(worst, key=lambda r: max(slo.violation(r) for slo in slos))
+
+
+def _over_loads(rows, study_rows, answers, loads, label_all, rules, noise, verdict) -> Verdict:
+    """Several loads: one config, or the k-by-batch-size schedule, that meets the rules at every
+    load; the schedule only where its own server's measurement beat the best single config
+    beyond the noise, or where no single config meets the targets at every load."""
     record = rules.k_by_batch_size or {}
-    measured = [r for r in rows if r.kind == "k_by_batch_size" and r.status == "complete" and r.tokens_per_s]
+    measured = _schedule_rows(rows, loads)
     # The schedule's own server must meet the study's rules at every load as a single config
     # must: its latency targets and its greedy output (checked like any trial's), not speed alone.
-    schedule_eligible = bool(measured) and all(eligible(r, rules.slos, rules.max_output_change) for r in measured)
-    if record.get("config") and record.get("beats_best_single") and schedule_eligible:
-        shown = list({r.load: r for r in measured}.values())
-        v = verdict(K_BY_BATCH_SIZE, record["config"], measured[-1].label, shown, "")
-        return replace(v, headline=f"{v.label}: {v.speedup or 0:.2f}x the baseline's output tokens/s "
-                                   f"(geometric mean over {label_all}), faster than the best single config")
+    schedule_eligible = measured is not None and all(eligible(r, rules.slos, rules.max_output_change)
+                                                     for r in measured)
     found = single_answer(study_rows, loads, rules.slos, rules.max_output_change, noise)
     single = found.rows if found else None
-    if single is None or single[0].config is None:
-        best = [r for r in single or [] if r.config is not None]
+    beats = k_by_batch_size_beats_single(measured, single, noise) if single else None
+
+    def deploy_schedule(why: str) -> Verdict:
+        v = verdict(K_BY_BATCH_SIZE, record["config"], measured[-1].label, measured, "")
+        return replace(v, headline=f"{v.label}: {v.speedup or 0:.2f}x the baseline's output tokens/s "
+                                   f"(geometric mean over {label_all}), {why}")
+
+    if record.get("config") and schedule_eligible:
+        if single is None:
+            return deploy_schedule("the only configuration measured that meets the targets at every load")
+        if beats:
+            return deploy_schedule("faster than the best single config beyond the noise")
+    if single is None:
+        closest = _closest_over_loads(study_rows, loads, rules.slos)
+        why = ""
+        if record.get("config") and measured is None:
+            why = ("; the k-by-batch-size schedule, which might, was not measured on its own server "
+                   "(see the trials table); run the same command again to measure it")
+        elif record.get("config"):
+            why = "; the k-by-batch-size schedule, measured on its own server, broke a target too"
+        at_worst = ""
+        if closest is not None:
+            over = ", ".join(f"{slo.metric} {closest.latency(slo.metric) * 1000:.1f} ms"
+                             for slo in rules.slos if closest.latency(slo.metric) is not None and not slo.met(closest))
+            at_worst = f"; the closest is {closest.label} ({over or 'changed greedy output'} at {closest.load})"
+        targets = ", ".join(slo.text for slo in rules.slos) or "the study's rules"
+        return verdict(NONE, None, closest.label if closest else "", [],
+                       f"no single configuration meets {targets} at every load of {label_all}{at_worst}{why}")
+    bases = [answers[load].baseline for load in loads]
+    baseline_ok = all(eligible(b, rules.slos, rules.max_output_change) for b in bases)
+    if single[0].config is None:
+        best = [r for r in single if r.config is not None]
         return verdict(OFF, None, "speculation off", best, "keep speculation off: the baseline is the "
                        f"fastest single config over {label_all}")
     v = verdict(CONFIG, single[0].config, single[0].label, single, "")
-    if (v.speedup or 0) <= 1 + noise:
+    # The same rule as at one load (answer.choose): speculation must beat the baseline by more
+    # than the noise plus both spreads, else it stays off, where the baseline meets the rules.
+    if baseline_ok and tied(single_stats(single), single_stats(bases), noise):
         return replace(v, kind=OFF, deployed=None, label="speculation off",
                        headline=f"keep speculation off: the best single config, {v.label}, gives "
                                 f"{v.speedup or 0:.2f}x the baseline's tokens/s over {label_all}, "
-                                f"within the noise ({noise:.0%})")
+                                f"within the noise ({noise:.0%} plus the runs' spread)")
     why = ""
-    if record.get("config") and record.get("beats_best_single") is False:
-        why = "; the k-by-batch-size schedule measured slower"
-    elif record.get("config") and record.get("beats_best_single") and not schedule_eligible:
-        why = "; the k-by-batch-size schedule broke a latency target or changed greedy output"
+    if not baseline_ok:
+        broken = next(b for b in bases if not eligible(b, rules.slos, rules.max_output_change))
+        why = f"; without speculation the baseline breaks a target at {broken.load}"
+    if record.get("config") and schedule_eligible and beats is False:
+        why += "; the k-by-batch-size schedule was not faster beyond the noise"
+    elif record.get("config") and measured is not None and not schedule_eligible:
+        why += "; the k-by-batch-size schedule broke a latency target or changed greedy output"
     if found.undecided:
         why += "; " + undecided_text(v.label, [rows[0].label for rows in found.undecided], f"over {label_all}")
-    return replace(v, headline=f"{v.label}: {v.speedup:.2f}x the baseline's output tokens/s "
+    return replace(v, headline=f"{v.label}: {v.speedup or 0:.2f}x the baseline's output tokens/s "
                                f"(geometric mean over {label_all}){why}")
 
 
@@ -257,13 +339,16 @@ def verdicts(trials: Sequence[TrialRow], rules: dict[str, dict[str, Any]],
 
 
 def best_verdicts(found: Sequence[Verdict]) -> list[Verdict]:
-    """Per (model, workload type), the study whose recommendation gains most: a deployable one
-    before one whose targets nothing met."""
+    """Per (model, workload type), the study whose recommendation gains most: a real study before
+    a what-if one (--synthetic-acceptance, never deployed), and one that met its targets before
+    one whose targets nothing met."""
+    def rank(v: Verdict) -> tuple:
+        return v.what_if is None, v.kind != NONE, v.effective_speedup
+
     best: dict[tuple[str, str], Verdict] = {}
     for v in found:
         key = (v.model, v.workload_type)
-        rank = (v.deployable, v.effective_speedup)
-        if key not in best or rank > (best[key].deployable, best[key].effective_speedup):
+        if key not in best or rank(v) > rank(best[key]):
             best[key] = v
     return [best[k] for k in sorted(best)]
 
