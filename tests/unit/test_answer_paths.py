@@ -190,6 +190,26 @@ def test_a_schedule_whose_requests_failed_is_not_deployed(setup, monkeypatch):
     assert outcome.k_by_batch_size_rows is None and outcome.verdict.kind == "config"
 
 
+def test_a_measured_schedule_is_deployed_after_a_helper_worker_joined_the_study(setup, monkeypatch):
+    """A helper worker's run (--workers, `tuner worker`) is the study's latest and stores no
+    schedule. Before: the verdict read the latest run's record and deployed the single config."""
+    from tuner.search.verdict import best_from_store
+
+    faster = lambda settings, spec: at_loads(settings, {C1: 200.0, "concurrency 4": 460.0}, spec)  # noqa: E731
+    outcome = schedule_study(setup, monkeypatch, faster)
+    assert outcome.verdict.kind == "k_by_batch_size"
+    url, store, workload, tmp_path = setup
+    loads = (LoadSpec("concurrency", 1), LoadSpec("concurrency", 4))
+    settings = MeasureSettings(load=loads[0], extra_loads=loads[1:], server=ServerOptions(log_dir=tmp_path))
+    optimize("m", workload, SearchSpace(methods=("ngram",), ks=(2, 4)), settings, store, optuna_storage(url),
+             OptimizeSettings(trials=5, strategy="grid", noise=0.02, join=True), Quiet())
+    assert len(store.study_runs(outcome.study_name)) == 2
+    (best,) = best_from_store(store)
+    assert best.kind == "k_by_batch_size" and best.deployed == outcome.verdict.deployed
+    view = TestClient(create_app(url)).get("/api/model", params={"model": "m", "type": "code"}).json()
+    assert view["kind"] == "k_by_batch_size" and view["k_by_batch_size"]["config"] == best.deployed
+
+
 def test_a_fault_of_the_host_at_the_schedule_s_start_is_not_measured(setup, monkeypatch):
     def port_taken(settings, spec):
         raise ServerStartError("port 8000 was taken by another program", transient=True)

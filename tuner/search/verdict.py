@@ -269,11 +269,12 @@ def _over_loads(rows, study_rows, answers, loads, label_all, rules, noise, verdi
     beats = k_by_batch_size_beats_single(measured, single, noise) if single else None
 
     def deploy_schedule(why: str) -> Verdict:
-        v = verdict(K_BY_BATCH_SIZE, record["config"], measured[-1].label, measured, "")
+        # The config its own server ran: a helper worker's later run stores no record of it.
+        v = verdict(K_BY_BATCH_SIZE, measured[-1].config, measured[-1].label, measured, "")
         return replace(v, headline=f"{v.label}: {v.speedup or 0:.2f}x the baseline's output tokens/s "
                                    f"(geometric mean over {label_all}), {why}")
 
-    if record.get("config") and schedule_eligible:
+    if schedule_eligible:
         if single is None:
             return deploy_schedule("the only configuration measured that meets the targets at every load")
         if beats:
@@ -284,7 +285,7 @@ def _over_loads(rows, study_rows, answers, loads, label_all, rules, noise, verdi
         if record.get("config") and measured is None:
             why = ("; the k-by-batch-size schedule, which might, was not measured on its own server "
                    "(see the trials table); run the same command again to measure it")
-        elif record.get("config"):
+        elif measured is not None:
             why = "; the k-by-batch-size schedule, measured on its own server, broke a target too"
         at_worst = ""
         if closest is not None:
@@ -312,9 +313,9 @@ def _over_loads(rows, study_rows, answers, loads, label_all, rules, noise, verdi
     if not baseline_ok:
         broken = next(b for b in bases if not eligible(b, rules.slos, rules.max_output_change))
         why = f"; without speculation the baseline breaks a target at {broken.load}"
-    if record.get("config") and schedule_eligible and beats is False:
+    if schedule_eligible and beats is False:
         why += "; the k-by-batch-size schedule was not faster beyond the noise"
-    elif record.get("config") and measured is not None and not schedule_eligible:
+    elif measured is not None and not schedule_eligible:
         why += "; the k-by-batch-size schedule broke a latency target or changed greedy output"
     if found.undecided:
         why += "; " + undecided_text(v.label, [rows[0].label for rows in found.undecided], f"over {label_all}")

@@ -323,7 +323,11 @@ class ResultStore:
         latest: dict[str, dict[str, Any]] = {}
         with Session(self.engine) as session:
             for run in session.scalars(select(StudyRun).order_by(StudyRun.id)):
+                schedule = latest.get(run.study_name, {}).get("k_by_batch_size")
                 latest[run.study_name] = self._rules(run)
+                # A helper worker's run (--workers, `tuner worker`) measures no schedule: the
+                # creator's record stands.
+                latest[run.study_name]["k_by_batch_size"] = run.k_by_batch_size or schedule
         return latest
 
     def studies(self) -> list[dict[str, Any]]:
