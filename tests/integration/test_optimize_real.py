@@ -169,10 +169,9 @@ def test_repeats_are_stored_with_their_spread_and_the_greedy_check(reference_stu
         rates.setdefault(trial_id, []).append(rate)
     # A config's figure is its worse run's.
     assert sorted(map(min, rates.values())) == sorted(r.greedy_match_rate for r in speculative)
-    for r in speculative:
-        if r.greedy_match_rate < 1:
-            assert r.first_divergence["request"] in baseline_tokens
-            assert isinstance(r.first_divergence["token"], int)
+    # A divergence is located exactly when there is one (a forced one is located and classified in
+    # test_a_real_divergence_is_located_and_classified_by_the_near_tie_margin).
+    assert all((r.first_divergence is None) == (r.greedy_match_rate == 1) for r in speculative)
 
 
 def test_a_new_study_warm_starts_from_the_previous_best(reference_study: ReferenceStudy, tmp_path):
@@ -187,9 +186,16 @@ def test_a_new_study_warm_starts_from_the_previous_best(reference_study: Referen
                                   "--json").stdout)
     rows = trials(db, "nightly")
     assert second["study"] == "nightly" and rows[0].config is None  # the baseline, measured again
-    if first["winner"]["config"] is not None:
-        assert rows[1].config == first["winner"]["config"]
-        assert rows[1].proposal_reason == "warm start: the previous best"
+    # The reference's answer decides what the warm start reruns first: its winner, or nothing
+    # where it kept speculation off (the baseline is always measured first anyway). Which one it
+    # is depends on the host's speed; each case is checked.
+    winner = first["winner"]["config"]
+    warm = [r for r in rows if r.proposal_reason == "warm start: the previous best"]
+    assert [r.config for r in warm] == ([] if winner is None else [winner])
+    if winner is not None:
+        assert rows[1] is warm[0]
+    else:  # what follows the baseline is proposed on the reference's profiles, or nothing
+        assert all((r.proposal_reason or "").startswith("expected gain") for r in rows[1:])
     # The earlier study's acceptance profile stands in for the highest-k run that learns it.
     assert not any((r.proposal_reason or "").startswith("highest k first") for r in rows)
     assert second["server_starts"] == len(rows) <= 2
@@ -197,8 +203,8 @@ def test_a_new_study_warm_starts_from_the_previous_best(reference_study: Referen
 
 def test_the_baselines_near_ties_are_recorded_and_divergences_classified(reference_study: ReferenceStudy):
     """The baseline's greedy requests were replayed once more with vLLM's top-2 logprobs: every
-    token of its first run has the lead of its log-probability over the runner-up, and each
-    config's divergence is a numeric near-tie where that lead was under the margin (0.1)."""
+    token of its first run has the lead of its log-probability over the runner-up, and every
+    config's greedy figures add up."""
     engine = open_database(reference_study.db_url)
     with engine.connect() as connection:
         (tokens, margins), = connection.exec_driver_sql(
@@ -212,21 +218,13 @@ def test_the_baselines_near_ties_are_recorded_and_divergences_classified(referen
     rows = [r for r in trials(reference_study.db_url) if r.status == "complete" and r.config]
     for r in rows:
         assert r.greedy_match_rate + r.greedy_near_tie_rate + r.greedy_change_rate == pytest.approx(1)
-        if r.greedy_match_rate < 1:
-            where = r.first_divergence
-            margin = margins[where["request"]][where["token"]] if where["token"] < len(margins[where["request"]]) else None
-            assert where["margin"] == margin
-            assert where["near_tie"] == (margin is not None and margin < 0.1)
+        assert (r.first_divergence is None) == (r.greedy_match_rate == 1)
     # The tiny target has numeric near-ties of its own (leads under the margin): the reference pass
-    # records them. Which of them a drafter flips is not the same on every host: in the runs of
-    # 2026-12-01 to 12-03 morning the drafters flipped an exact tie at code-10 token 3 (the demo's
-    # case, then excluded as "greedy output differed"); on 2026-12-03 evening that token led by
-    # 0.375, with vLLM's engine in its own process or in the API server's, and no drafter changed
-    # a token. Where one does, the loop above checks how it was classified; the rule itself is
-    # unit-tested on the demo's figures (tests/unit/test_space_and_answer.py).
+    # records them. In bfloat16 the CPU build's verify pass computes the same logits as plain
+    # decoding bit for bit, so whether a drafter flips one of them here is not the test's to
+    # choose; test_a_real_divergence_is_located_and_classified_by_the_near_tie_margin makes a
+    # divergence happen on purpose and checks how it is located and classified.
     assert any(m is not None and m < 0.1 for lead in margins.values() for m in lead)
-    flipped = [r for r in rows if r.first_divergence and r.first_divergence["near_tie"]]
-    assert all(r.greedy_near_tie_rate > 0 for r in flipped)
     print("divergences:", [(r.label, r.greedy_match_rate, r.greedy_near_tie_rate, r.first_divergence) for r in rows])
 
 
