@@ -20,7 +20,6 @@ from typing import Any, Protocol
 import httpx
 
 from tuner.engine import ServerOptions, SpecConfig, VllmServer
-from tuner.engine.log_cause import failure_cause, read_tail
 from tuner.errors import MetricsError, ServerDiedError, TunerError, UsageError
 from tuner.metrics import Acceptance, ServerLatency, acceptance_between, latency_between, scrape_counters
 from tuner.replay import LoadSpec, ReplaySummary, RequestResult, first_different_token, replay, summarize
@@ -239,11 +238,22 @@ def _reset_prefix_cache(server: VllmServer) -> None:
 
 
 def _died(server: VllmServer, during: str) -> ServerDiedError:
-    cause = failure_cause(read_tail(server.log_path)) if server.log_path else None
-    return ServerDiedError(
+    """The config's failure, with vLLM's own reason from the server log and the log's path."""
+    cause = server.death_cause()
+    error = ServerDiedError(
         f"the vLLM server ({server.label}) died during {during}"
         + (f": {cause}" if cause else "") + f". Full log: {server.log_path}"
     )
+    error.cause, error.log_path = cause, server.log_path  # stored with the failed trial
+    return error
+
+
+def _check_serving(server: VllmServer, results: Sequence[RequestResult], during: str) -> None:
+    """Raise ``_died`` where the server is gone, or where requests failed because its engine died
+    (the API server can outlive its engine for a moment, answering 500s and cut streams): the
+    config's own failure, named by vLLM's reason, not by what the client saw of the streams."""
+    if not server.alive() or (any(not r.ok for r in results) and server.engine_gone()):
+        raise _died(server, during)
 
 
 def measure_config(
@@ -411,8 +421,7 @@ def warm_up_until_steady(server: VllmServer, model: str, workload: Workload, loa
         results, duration = replay(server.base_url, model, workload.requests, load,
                                    request_timeout_s=settings.request_timeout_s,
                                    default_max_tokens=settings.default_max_tokens, on_result=progress.request_done)
-        if not server.alive():
-            raise _died(server, "warm-up")
+        _check_serving(server, results, "warm-up")
         seen.append(summarize(results, duration).output_tokens_per_s)
     state = "steady" if steady(seen) else f"still rising after {len(seen)}, measured anyway"
     progress.phase(f"warm-up at {load.label}: {', '.join(f'{v:.0f}' for v in seen)} tok/s ({state})")
@@ -432,8 +441,7 @@ def _warm_up(server: VllmServer, model: str, workload: Workload, load: LoadSpec,
         request_timeout_s=settings.request_timeout_s,
         default_max_tokens=settings.default_max_tokens, on_result=progress.request_done,
     )
-    if not server.alive():
-        raise _died(server, "warm-up")
+    _check_serving(server, warm_results, "warm-up")
     if not any(r.ok for r in warm_results):
         raise TunerError(f"every warm-up request failed ({warm_results[0].error}); "
                          f"check the workload against the server log {server.log_path}")
@@ -491,8 +499,7 @@ def _replay_once(server: VllmServer, model: str, spec: SpecConfig | None, worklo
         request_timeout_s=settings.request_timeout_s,
         default_max_tokens=settings.default_max_tokens, on_result=progress.request_done,
     )
-    if not server.alive():
-        raise _died(server, "the replay")
+    _check_serving(server, results, "the replay")
     try:
         after = scrape_counters(server.base_url)
     except MetricsError:

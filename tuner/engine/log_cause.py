@@ -80,6 +80,30 @@ def failure_cause(log_lines: list[str]) -> str | None:
     return None
 
 
+# What vLLM logs when its engine dies while serving: the engine core's own line above the root
+# error's traceback, and the API server's once it finds the engine gone (a killed engine process).
+_FATAL = "encountered a fatal error"
+_ENGINE_DEATH = re.compile(rf"{_FATAL}|EngineDeadError|died unexpectedly")
+# A server that dies mid-replay logs a traceback per request it was serving after the engine's
+# own: the root error can be thousands of lines from the end.
+DEATH_TAIL_LINES = 50_000
+
+
+def engine_died(log_lines: list[str]) -> bool:
+    """Whether the log says vLLM's engine died (the server may still be up, answering errors)."""
+    return any(_ENGINE_DEATH.search(line) for line in log_lines)
+
+
+def death_cause(log_lines: list[str]) -> str | None:
+    """Why a server's engine died after it had started: the root error after the engine's last
+    "encountered a fatal error" line (the earlier log may hold errors it survived), else the first
+    root error of the lines, as at a failed start."""
+    marks = [i for i, line in enumerate(log_lines) if _FATAL in line]
+    if marks and (cause := failure_cause(log_lines[marks[-1]:])):
+        return cause
+    return failure_cause(log_lines)
+
+
 # vLLM logs the first line when it starts fetching a checkpoint from the Hugging Face Hub and
 # the second when the fetch is done; huggingface_hub draws a progress bar per file it fetches
 # ("config.json: 100%|████| 1.2k/1.2k [00:00<00:00, 5.1MB/s]").

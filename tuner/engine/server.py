@@ -24,7 +24,8 @@ from pathlib import Path
 import httpx
 
 from tuner.engine.gpus import cuda_env, note_once, parse_gpus, place, tensor_parallel_size, wait_until_free
-from tuner.engine.log_cause import downloading, failure_cause, read_end, read_tail
+from tuner.engine.log_cause import (DEATH_TAIL_LINES, death_cause, downloading, engine_died, failure_cause,
+                                   read_end, read_tail)
 from tuner.engine.spec_config import SpecConfig
 from tuner.errors import ServerStartError, UsageError
 
@@ -304,6 +305,23 @@ class VllmServer:
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def engine_gone(self) -> bool:
+        """After failed requests: whether this server can no longer serve, which makes them the
+        config's failure, not the requests': its process has exited, its log says vLLM's engine
+        died (the API server may still be up for a moment, answering 500s), or ``/health`` fails."""
+        if not self.alive():
+            return True
+        if self.log_path is not None and engine_died(read_end(self.log_path, 1 << 20)):
+            return True
+        try:
+            return httpx.get(f"{self.base_url}/health", timeout=10.0).status_code != 200
+        except httpx.HTTPError:
+            return True
+
+    def death_cause(self) -> str | None:
+        """vLLM's own reason, from the log, why this server's engine died after it started."""
+        return death_cause(read_tail(self.log_path, DEATH_TAIL_LINES)) if self.log_path else None
 
     def exits_within(self, seconds: float) -> bool:
         """Whether the server process exits (or has) within ``seconds``."""
