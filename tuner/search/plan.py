@@ -41,7 +41,7 @@ from tuner.engine.server import parse_synthetic_acceptance
 from tuner.errors import UsageError
 from tuner.replay import LoadSpec
 from tuner.search.answer import DEFAULT_NOISE
-from tuner.search.checks import check_loads, check_space
+from tuner.search.checks import check_loads, check_space, check_synthetic_acceptance
 from tuner.search.output_check import NEAR_TIE_MARGIN
 from tuner.search.slo import parse_slos
 from tuner.search.space import (DEFAULT_KS, SearchSpace, block_ks, drafts_by_method, parse_ks,
@@ -256,6 +256,8 @@ def measure_settings(run: RunOptions, loads: Sequence[LoadSpec], server_cmd: str
                      server_args: Sequence[str], gpus: tuple[int, ...] | None = None) -> MeasureSettings:
     """The one place a command's flags become MeasureSettings and the ServerOptions in them.
     ``loads``: replayed in order on each server; ``gpus``: this process's (None: the host's)."""
+    if run.acceptance_rates:
+        check_synthetic_acceptance()  # before any server starts: the CPU build's engine dies of it
     return MeasureSettings(
         load=loads[0], extra_loads=tuple(loads[1:]), warmup=run.warmup,
         warmup_until_steady=run.warmup_until_steady, repeats=run.repeats,
