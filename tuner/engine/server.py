@@ -306,18 +306,22 @@ class VllmServer:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def engine_gone(self) -> bool:
+    def engine_gone(self, dying_s: float = 15.0) -> bool:
         """After failed requests: whether this server can no longer serve, which makes them the
         config's failure, not the requests': its process has exited, its log says vLLM's engine
-        died (the API server may still be up for a moment, answering 500s), or ``/health`` fails."""
+        died (the API server may still be up for a moment, answering 500s), or ``/health`` fails
+        and keeps failing (a server going down exits within ``dying_s``; a busy one answers again)."""
         if not self.alive():
             return True
         if self.log_path is not None and engine_died(read_end(self.log_path, 1 << 20)):
             return True
+        return not self._healthy() and (self.exits_within(dying_s) or not self._healthy())
+
+    def _healthy(self) -> bool:
         try:
-            return httpx.get(f"{self.base_url}/health", timeout=10.0).status_code != 200
+            return httpx.get(f"{self.base_url}/health", timeout=10.0).status_code == 200
         except httpx.HTTPError:
-            return True
+            return False
 
     def death_cause(self) -> str | None:
         """vLLM's own reason, from the log, why this server's engine died after it started."""
