@@ -7,18 +7,21 @@ import dataclasses
 import functools
 import inspect
 import json
+import math
 import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tuner.engine import SpecConfig
+from tuner.engine.gpus import parse_gpus
 from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
 from tuner.report import (MeasureProgress, StudyProgressView, k_by_batch_size_text, measurement_table,
@@ -29,11 +32,86 @@ from tuner.workload import load_workload
 if TYPE_CHECKING:
     from tuner.search.plan import RunOptions
 
+
+class OneLineErrors(typer.core.TyperGroup):
+    """Typer's own refusals of an option (a value of the wrong kind or out of range, a missing
+    option) in the tuner's form: `error:` and one sentence, exit code 2, instead of usage text and
+    a panel. The subcommands' options are parsed inside the group's invoke."""
+
+    def make_context(self, *args, **kwargs):
+        with _one_line_usage_errors():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx):
+        with _one_line_usage_errors():
+            return super().invoke(ctx)
+
+
+@contextlib.contextmanager
+def _one_line_usage_errors() -> Iterator[None]:
+    try:
+        yield
+    except typer.TyperException as exc:
+        if exc.exit_code != 2 or type(exc).__name__ == "NoArgsIsHelpError":  # that one shows the help
+            raise
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "tuner"
+        message = " ".join(exc.format_message().split()).rstrip(".")
+        err_console.print("[bold red]error:[/]", escape(f"{message}; see `{where} --help`"),
+                          highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def number(*, at_least: float | None = None, above: float | None = None,
+           below: float | None = None) -> Callable[[str], float]:
+    """The parser of a float option: a finite number within its bounds (Typer's min and max
+    are inclusive only, and let inf through)."""
+    bounds = " and ".join([*([f">= {at_least:g}"] if at_least is not None else []),
+                           *([f"> {above:g}"] if above is not None else []),
+                           *([f"< {below:g}"] if below is not None else [])])
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except (TypeError, ValueError):
+            value = math.nan
+        if not (math.isfinite(value) and (at_least is None or value >= at_least)
+                and (above is None or value > above) and (below is None or value < below)):
+            raise typer.BadParameter(f"must be a number {bounds}, got {text!r}")
+        return value
+    return parse
+
+
+POSITIVE, NON_NEGATIVE = number(above=0), number(at_least=0)
+NOISE = number(at_least=0, below=1)
+
+
+def _checked(check: Callable, value):
+    """Runs one of the tuner's checks on an option's value while Typer parses it: a refusal is
+    Typer's, so it comes before anything else is done."""
+    try:
+        return check(value)
+    except UsageError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def check_gpus(text: str | None) -> str | None:
+    parse_gpus(text)
+    return text
+
+
+def check_output_file(path: Path | None) -> Path | None:
+    """A file the command writes at its end: refused now if it could not be written then."""
+    if path is not None and (path.is_dir() or not path.parent.is_dir()):
+        raise UsageError(f"{path} is a folder; name a file in it" if path.is_dir() else
+                         f"the folder {path.parent} does not exist; create it or name a file in another")
+    return path
+
 db_app = typer.Typer(help="The results database.", no_args_is_help=True)
 
 app = typer.Typer(
     help="Find the fastest vLLM speculative-decoding configuration for your model and traffic.",
-    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False, cls=OneLineErrors,
 )
 # Piped output (CI logs, `| tee`) gets room for the trials table instead of rich's 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 150)
@@ -75,32 +153,38 @@ PrecisionOpt = Annotated[float, typer.Option(
 RepeatModeOpt = Annotated[str, typer.Option(
     help="same-server (prefix cache reset between replays) or fresh-server (a restart per replay).")]
 MaxTokensOpt = Annotated[int, typer.Option(
-    help="Output length for requests that give neither max_tokens nor output_tokens.")]
-RequestTimeoutOpt = Annotated[float, typer.Option(help="Seconds before a request counts as failed.")]
+    min=1, help="Output length for requests that give neither max_tokens nor output_tokens.")]
+RequestTimeoutOpt = Annotated[float, typer.Option(
+    parser=POSITIVE, help="Seconds before a request counts as failed.")]
 ServerCmdOpt = Annotated[Optional[str], typer.Option(
     help="Server command template with {model}; default 'vllm serve {model}' (env TUNER_SERVER_CMD).")]
 ServerArgOpt = Annotated[Optional[list[str]], typer.Option(
     help="Extra server argument, repeatable: --server-arg=--max-model-len=1024.")]
-StartTimeoutOpt = Annotated[float, typer.Option(help="Seconds to wait for /health.")]
+StartTimeoutOpt = Annotated[float, typer.Option(parser=POSITIVE, help="Seconds to wait for /health.")]
 DownloadTimeoutOpt = Annotated[float, typer.Option(
+    parser=NON_NEGATIVE,
     help="Seconds a first start may spend downloading the model from the hub, on top of --start-timeout.")]
 RetriesOpt = Annotated[int, typer.Option(
     help="Tries again after a fault of the host, not the config (a port taken, GPU memory not "
          "freed, a download, a slow /metrics); still failing, the trial is stored as not "
          "measured and the next run measures it.")]
-RetryWaitOpt = Annotated[float, typer.Option(help="Seconds before the first retry; doubles with each.")]
-LogDirOpt = Annotated[Path, typer.Option(help="Where server logs go.")]
-RateOpt = Annotated[Optional[float], typer.Option(help="Requests per second for --load rate.")]
+RetryWaitOpt = Annotated[float, typer.Option(
+    parser=NON_NEGATIVE, help="Seconds before the first retry; doubles with each.")]
+LogDirOpt = Annotated[Path, typer.Option(file_okay=False, help="Where server logs go.")]
+RateOpt = Annotated[Optional[float], typer.Option(parser=POSITIVE, help="Requests per second for --load rate.")]
 # Optional, so that optimize can tell "not given" (the study file's value) from a flag.
 LoadOpt = Annotated[Optional[str], typer.Option(help="concurrency (closed loop), rate (Poisson) or trace.")]
-TimeScaleOpt = Annotated[Optional[float], typer.Option(help="Multiplies captured gaps for --load trace.")]
+TimeScaleOpt = Annotated[Optional[float], typer.Option(
+    parser=POSITIVE, help="Multiplies captured gaps for --load trace.")]
 GpusOpt = Annotated[Optional[str], typer.Option(
+    callback=lambda text: _checked(check_gpus, text),
     help="GPUs this command owns, like 0,1 (CUDA_VISIBLE_DEVICES of its servers; with --workers "
          "they are split between the workers). Default: the host's.")]
 GpuFreeTimeoutOpt = Annotated[float, typer.Option(
+    parser=NON_NEGATIVE,
     help="Seconds to wait for the previous server's GPU memory to be released before a start.")]
 HeartbeatOpt = Annotated[int, typer.Option(
-    help="Seconds between a running trial's heartbeats; after three missed ones another worker "
+    min=1, help="Seconds between a running trial's heartbeats; after three missed ones another worker "
          "reruns the trial.")]
 DbOpt = Annotated[Optional[str], typer.Option(
     help="Results database URL (env TUNER_DB; default sqlite:///tuner.db).")]
@@ -112,6 +196,7 @@ SYNTHETIC_NOTE = ("note: acceptance was synthetic ({rates}): these figures are t
                   "at that profile, not what the draft itself would reach; measure again without "
                   "--synthetic-acceptance before deploying")
 WriteConfigOpt = Annotated[Optional[Path], typer.Option(
+    callback=lambda path: _checked(check_output_file, path),
     help="Write the answer's speculative config to this JSON file (speculative-config.json); "
          "vllm serve takes it as --speculative-config \"$(cat FILE)\".")]
 
@@ -147,7 +232,9 @@ def takes_run_options(command):
         from tuner.search.plan import RunOptions
 
         fields = [f.name for f in dataclasses.fields(RunOptions) if f.init and f.name in options]
-        return command(run=RunOptions(**{name: options.pop(name) for name in fields}), **options)
+        with user_errors():  # RunOptions refuses a malformed --synthetic-acceptance
+            run = RunOptions(**{name: options.pop(name) for name in fields})
+        return command(run=run, **options)
 
     with_run_options.__signature__ = inspect.Signature([*own[:at], *added, *own[at:]])
     with_run_options.__annotations__ = {p.name: p.annotation for p in with_run_options.__signature__.parameters.values()}
@@ -210,7 +297,7 @@ def measure(
     concurrency: Annotated[int, typer.Option(help="Clients in the closed loop.")] = 1,
     rate: RateOpt = None,
     time_scale: TimeScaleOpt = 1.0,
-    seed: Annotated[int, typer.Option(help="Seed of the Poisson arrivals.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the Poisson arrivals.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON.")] = False,
     synthetic_acceptance: SyntheticOpt = None,
     *, run: RunOptions, server_cmd: Optional[str], server_arg: Optional[list[str]],
@@ -221,9 +308,8 @@ def measure(
 
     with user_errors():
         config = spec_from_options(spec, method, draft, k)
-        if config is not None:
-            for warning in check_config(config, model):
-                err_console.print(warning, highlight=False, soft_wrap=True)
+        for warning in check_config(config, model):
+            err_console.print(warning, highlight=False, soft_wrap=True)
         loaded = load_workload(workload, workload_type)
         load_spec = LoadSpec(load, concurrency, rate, time_scale, seed)  # type: ignore[arg-type]
         for warning in check_loads(len(loaded.requests), [load_spec]):
@@ -260,8 +346,8 @@ def optimize(
              "by the longest trial so far; the answer is the best measured, and the same command "
              "goes on with the study.")] = None,
     noise: Annotated[Optional[float], typer.Option(
-        help="A winner must beat the baseline by more than this fraction (default 0.05).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the sampler and of Poisson arrivals.")] = 0,
+        parser=NOISE, help="A winner must beat the baseline by more than this fraction (default 0.05).")] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the sampler and of Poisson arrivals.")] = 0,
     db: DbOpt = None,
     load: LoadOpt = None,
     concurrency: Annotated[Optional[str], typer.Option(
@@ -298,7 +384,7 @@ def optimize(
     allow_output_change: Annotated[Optional[bool], typer.Option(
         "--allow-output-change", help="Choose a config even if it changed greedy output (warned).")] = None,
     near_tie_margin: Annotated[Optional[float], typer.Option(
-        help="A greedy output that leaves the baseline's where the baseline's top two candidates "
+        parser=NON_NEGATIVE, help="A greedy output that leaves the baseline's where the baseline's top two candidates "
              "were closer than this in log-probability is a numeric near-tie, not a change "
              "(default 0.1; 0 counts every divergence).")] = None,
     write_config: WriteConfigOpt = None,
@@ -358,7 +444,7 @@ def best(
     model: Annotated[Optional[str], typer.Option(help="Only this model.")] = None,
     workload_type: Annotated[Optional[str], typer.Option("--workload-type", help="Only this workload type.")] = None,
     noise: Annotated[Optional[float], typer.Option(
-        help="Noise margin a winner must beat; default: each study's own --noise (0.05 for a "
+        parser=NOISE, help="Noise margin a winner must beat; default: each study's own --noise (0.05 for a "
              "study that stored none).")] = None,
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -370,7 +456,7 @@ def best(
     from tuner.store import ResultStore, open_database
 
     with user_errors():
-        store = ResultStore(open_database(db))
+        store = ResultStore(open_database(db, create=False))
         found = best_from_store(store, model, workload_type, noise)
         if write_config is not None and len(found) != 1:
             raise UsageError(f"--write-config needs one answer, and {len(found)} match; "
@@ -395,7 +481,7 @@ def capture(
     listen: Annotated[str, typer.Option(help="HOST:PORT the proxy listens on; point clients here.")] = "127.0.0.1:8100",
     sample: Annotated[float, typer.Option(help="Fraction of requests recorded (all are proxied).")] = 1.0,
     max_requests: Annotated[Optional[int], typer.Option(help="Stop after recording this many requests.")] = None,
-    duration: Annotated[Optional[float], typer.Option(help="Stop after this many seconds.")] = None,
+    duration: Annotated[Optional[float], typer.Option(parser=POSITIVE, help="Stop after this many seconds.")] = None,
     redact: Annotated[Optional[list[str]], typer.Option(
         help="Regex whose matches in prompts are written as \\[redacted], repeatable.")] = None,
     workload_type: Annotated[Optional[str], typer.Option("--type", help="Workload type written on every line.")] = None,
@@ -475,7 +561,7 @@ def workload_sample(
     path: Annotated[Path, typer.Argument(help="Workload JSONL.")],
     n: Annotated[int, typer.Option("--n", help="Requests in the sample.")],
     out: Annotated[Path, typer.Option(help="Where the sample is written.")],
-    seed: Annotated[int, typer.Option(help="Same seed, same sample.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Same seed, same sample.")] = 0,
 ) -> None:
     """A smaller replay set with the file's length distribution and arrival pattern."""
     from tuner.workload import write_workload
@@ -490,7 +576,7 @@ def workload_sample(
 @workload_app.command("split")
 def workload_split(
     path: Annotated[Path, typer.Argument(help="Workload JSONL with mixed traffic.")],
-    out: Annotated[Path, typer.Option(help="Folder for one TYPE.jsonl per workload type.")],
+    out: Annotated[Path, typer.Option(file_okay=False, help="Folder for one TYPE.jsonl per workload type.")],
     min_confidence: MinConfidenceOpt = 0.4,
 ) -> None:
     """Split traffic into code, chat, summarization, math, translation, rag, other and mixed."""
@@ -512,7 +598,7 @@ def workload_split(
 @app.command()
 def dashboard(
     host: Annotated[str, typer.Option(help="Address to bind; the default is only reachable from this machine.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8080,
     db: DbOpt = None,
     token: Annotated[Optional[str], typer.Option(
         envvar="TUNER_DASHBOARD_TOKEN", show_envvar=True,
@@ -532,14 +618,28 @@ def dashboard(
         uvicorn.run(web_app, host=host, port=port, log_level="warning")
 
 
+# optimize's options that plan_study names otherwise (as optimize passes them to prepare_study).
+PLAN_NAMES = {"method": "methods", "draft": "drafts", "server_arg": "server_args", "slo": "slos",
+              "deploy_arg": "deploy_args"}
+
+
 def _check_optimize_options(args: list[str]) -> None:
-    """Parse options exactly as `tuner optimize` will, without running it."""
+    """Check options as `tuner optimize` will, without running it: parsed, planned (k, loads,
+    targets, time limit, ...), made into measuring settings, and the target's path checked."""
+    from tuner.search.checks import check_target
+    from tuner.search.plan import RunOptions, measure_settings, plan_study
+
     command = typer.main.get_command(app).commands["optimize"]
     try:
-        command.make_context("tuner optimize", list(args))
+        params = command.make_context("tuner optimize", list(args)).params
     except typer.exceptions.TyperException as exc:  # Typer's (vendored) click parse errors
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         raise UsageError(f"tuner optimize would refuse these options: {message}") from None
+    planned = inspect.signature(plan_study).parameters
+    plan = plan_study(**{PLAN_NAMES.get(k, k): v for k, v in params.items() if PLAN_NAMES.get(k, k) in planned})
+    run = RunOptions(**{f.name: params[f.name] for f in dataclasses.fields(RunOptions) if f.init and f.name in params})
+    measure_settings(run, plan.loads, plan.server_cmd, plan.server_args)
+    check_target(params["model"])
 
 
 @app.command()
@@ -581,10 +681,10 @@ def schedule_add(
     from tuner.store import JobStore, open_database
 
     with user_errors():
-        jobs = JobStore(open_database(db))
-        row = add_schedule(jobs, name=name, cron=cron, tz=tz, workload=workload, model=model,
-                           workload_type=workload_type, optimize_args=list(ctx.args), gpus=gpus,
-                           live_model_name=live_model_name, check_options=_check_optimize_options)
+        row = add_schedule(lambda: JobStore(open_database(db)), name=name, cron=cron, tz=tz,
+                           workload=workload, model=model, workload_type=workload_type,
+                           optimize_args=list(ctx.args), gpus=gpus, live_model_name=live_model_name,
+                           check_options=_check_optimize_options)
         first = next_time(row.cron, row.timezone, row.created_at)
         console.print(f"schedule {row.name!r} added: first run {first.isoformat(timespec='seconds')} "
                       f"({row.timezone}), run by `tuner serve`", highlight=False, soft_wrap=True)
@@ -601,7 +701,7 @@ def schedule_list(
     from tuner.store import JobStore, open_database
 
     with user_errors():
-        jobs = JobStore(open_database(db))
+        jobs = JobStore(open_database(db, create=False))
         views = schedule_views(jobs)
         if as_json:
             print(json.dumps({"schedules": views, "jobs": [j.to_dict() for j in jobs.jobs(limit=50)]}, indent=2))
@@ -619,7 +719,7 @@ def schedule_remove(name: Annotated[str, typer.Argument(help="Schedule name.")],
     from tuner.store import JobStore, open_database
 
     with user_errors():
-        if not JobStore(open_database(db)).remove_schedule(name):
+        if not JobStore(open_database(db, create=False)).remove_schedule(name):
             raise UsageError(f"no schedule named {name!r}; `tuner schedule list` shows them")
         console.print(f"schedule {name!r} removed", highlight=False)
 
@@ -633,7 +733,7 @@ def schedule_run_now(name: Annotated[str, typer.Argument(help="Schedule name.")]
     from tuner.store import JobStore, open_database
 
     with user_errors():
-        jobs = JobStore(open_database(db))
+        jobs = JobStore(open_database(db, create=False))
         schedule = jobs.schedule(name)
         if schedule is None:
             raise UsageError(f"no schedule named {name!r}; `tuner schedule list` shows them")

@@ -15,10 +15,11 @@ from tuner.workload import load_workload
 RESERVED = ("--workload", "--model", "--name", "--db", "--type", "--json")
 
 
-def add_schedule(jobs: JobStore, *, name: str, cron: str, tz: str, workload: Path, model: str,
-                 workload_type: str | None, optimize_args: Sequence[str], gpus: str | None,
+def add_schedule(open_jobs: Callable[[], JobStore], *, name: str, cron: str, tz: str, workload: Path,
+                 model: str, workload_type: str | None, optimize_args: Sequence[str], gpus: str | None,
                  live_model_name: str | None, check_options: Callable[[list[str]], None]) -> ScheduleRow:
-    """``check_options`` parses the optimize options as `tuner optimize` would (raises UsageError)."""
+    """``check_options`` checks the optimize options as `tuner optimize` would (raises UsageError);
+    ``open_jobs`` opens the database once all is checked, so a refused schedule creates none."""
     if not name.strip():
         raise UsageError("--name must not be empty")
     check_cron(cron, tz)
@@ -32,6 +33,6 @@ def add_schedule(jobs: JobStore, *, name: str, cron: str, tz: str, workload: Pat
     loaded = load_workload(workload, workload_type)  # its bad lines are reported now, not at night
     path = str(workload.resolve())
     check_options(["--workload", path, "--model", model, *optimize_args])
-    return jobs.add_schedule(name=name, cron=cron, timezone=tz, model=model, workload=path,
-                             workload_type=loaded.type, optimize_args=list(optimize_args),
-                             gpus=gpus.replace(" ", "") if gpus else None, live_model_name=live_model_name)
+    return open_jobs().add_schedule(name=name, cron=cron, timezone=tz, model=model, workload=path,
+                                    workload_type=loaded.type, optimize_args=list(optimize_args),
+                                    gpus=gpus.replace(" ", "") if gpus else None, live_model_name=live_model_name)

@@ -18,6 +18,7 @@ log_dir = "/data/jobs"
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,14 @@ def resolve(given: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
                 value = TYPES[key](value)
             except (TypeError, ValueError):
                 raise UsageError(f"serve setting {key} = {value!r} must be a number") from None
+            if not math.isfinite(value):
+                raise UsageError(f"serve setting {key} = {value!r} must be a finite number")
         settings[key] = value
+    if not 1 <= settings["port"] <= 65535:
+        raise UsageError(f"serve setting port = {settings['port']} must be a port number from 1 to 65535")
+    if settings["prometheus"] is not None and not str(settings["prometheus"]).startswith(("http://", "https://")):
+        raise UsageError(f"serve setting prometheus = {settings['prometheus']!r} must be an http(s) URL "
+                         "like http://prometheus:9090")
     if not 0 < settings["drift_margin"] < 1:
         raise UsageError(f"drift margin {settings['drift_margin']} must be a fraction between 0 and 1, like 0.15")
     for key in ("drift_for", "drift_every", "drift_window"):

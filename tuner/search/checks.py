@@ -16,9 +16,16 @@ IDENTITY = ("architectures", "model_type", "hidden_size", "num_hidden_layers", "
 AUX_METHODS = frozenset({"eagle3", *BLOCK_METHODS})
 
 
+def check_target(model: str) -> None:
+    """A target given as a path must be there (a hub name is vLLM's to resolve)."""
+    if missing_local(model):
+        raise UsageError(f"--model '{model}' does not exist; pass the path of a model folder or a hub name")
+
+
 def check_space(space: SearchSpace, model: str, extra_fields: set[str] = frozenset()) -> list[str]:
     """Raise UsageError for the first thing in the space that cannot work; return the warnings
     (checks that could not be made) for the caller to show."""
+    check_target(model)
     target = Checkpoint.find(model)
     warnings = []
     if not target.readable and any(space.drafts.values()):
@@ -61,8 +68,11 @@ def _a(method: str) -> str:
     return f"an {method}" if method[0] in "aeiou" else f"a {method}"
 
 
-def check_config(config: SpecConfig, model: str) -> list[str]:
-    """The same checks for one configuration (``tuner measure``)."""
+def check_config(config: SpecConfig | None, model: str) -> list[str]:
+    """The same checks for one configuration (``tuner measure``); None: the baseline."""
+    if config is None:
+        check_target(model)
+        return []
     fixed = {config.method: config.k} if config.method in FIXED_K else {}
     drafts = {config.method: (config.draft_model,)} if config.draft_model else {}
     return check_space(SearchSpace(methods=(config.method,), ks=(config.k,), drafts=drafts, fixed_k=fixed),

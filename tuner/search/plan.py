@@ -28,6 +28,7 @@ Also where the flags that say how each configuration is measured (``RunOptions``
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +84,8 @@ def parse_levels(value: Any, name: str, kind: type = int) -> tuple:
         levels = tuple(dict.fromkeys(kind(x) for x in items if str(x)))
     except ValueError:
         raise UsageError(f"--{name} {value!r} must be a number or a list like 1,4,16") from None
+    if not all(math.isfinite(level) for level in levels):
+        raise UsageError(f"--{name} {value!r} must be finite numbers, like 1,4,16")
     if not levels:
         raise UsageError(f"--{name} {value!r} names no level; write it like 1,4,16")
     return levels
@@ -160,6 +163,17 @@ SHAPES: dict[tuple[str, str], tuple[tuple, str]] = {
 }
 
 
+def _given(flag: Any, otherwise: Any) -> Any:
+    """The flag's value where it was given (0 and "" included, to be checked), else ``otherwise``."""
+    return flag if flag is not None else otherwise
+
+
+def check_noise(noise: float) -> float:
+    if not 0 <= noise < 1:
+        raise UsageError(f"--noise must be a fraction from 0 to below 1, like 0.05, got {noise}")
+    return noise
+
+
 def _ks(value: Any) -> tuple[int, ...]:
     if isinstance(value, list):
         return parse_ks(",".join(str(v) for v in value))
@@ -186,7 +200,7 @@ def plan_study(
         m: tuple(d) for m, d in space_cfg.get("drafts", {}).items() if not named or m in named}
     # A --draft PATH whose method was not named adds the method its checkpoint is for.
     chosen = (*named, *(m for m in by_method if m not in named)) or ("ngram",)
-    ks = parse_ks(k) if k else _ks(space_cfg["k"]) if "k" in space_cfg else proposal_ks(by_method, DEFAULT_KS)
+    ks = parse_ks(k) if k is not None else _ks(space_cfg["k"]) if "k" in space_cfg else proposal_ks(by_method, DEFAULT_KS)
     space = SearchSpace(
         methods=chosen,
         ks=ks,
@@ -195,9 +209,10 @@ def plan_study(
         fixed_k=block_ks(by_method, dict(space_cfg.get("fixed_k", {}))),
     )
     mode = load or load_cfg.get("mode", "concurrency")
-    levels = parse_levels(concurrency or load_cfg.get("concurrency", 1), "concurrency")
-    rates = parse_levels(rate or load_cfg["rate"], "rate", float) if rate or "rate" in load_cfg else (None,)
-    scale = time_scale or load_cfg.get("time_scale", 1.0)
+    levels = parse_levels(_given(concurrency, load_cfg.get("concurrency", 1)), "concurrency")
+    rates = (parse_levels(_given(rate, load_cfg.get("rate")), "rate", float)
+             if rate is not None or "rate" in load_cfg else (None,))
+    scale = _given(time_scale, load_cfg.get("time_scale", 1.0))
     if mode == "rate":
         loads = tuple(LoadSpec("rate", levels[0], r, scale, seed) for r in rates)
     elif mode == "concurrency":
@@ -205,9 +220,10 @@ def plan_study(
     else:
         loads = (LoadSpec(mode, levels[0], rates[0], scale, seed),)  # type: ignore[arg-type]
     options = OptimizeSettings(
-        trials=trials or study.get("trials", 20),
-        time_limit_s=parse_time_limit(limit) if (limit := time_limit or study.get("time_limit")) else None,
-        noise=noise if noise is not None else study.get("noise", DEFAULT_NOISE), seed=seed,
+        trials=_given(trials, study.get("trials", 20)),
+        time_limit_s=(parse_time_limit(limit) if (limit := _given(time_limit, study.get("time_limit"))) is not None
+                      else None),
+        noise=check_noise(_given(noise, study.get("noise", DEFAULT_NOISE))), seed=seed,
         strategy=strategy or study.get("strategy", "guided"),
         slos=parse_slos(slos or study.get("slo", [])), warm_start=warm_start, name=name, join=join,
         max_output_change=float(max_output_change if max_output_change is not None

@@ -40,14 +40,48 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.close()
 
 
+def _first_line(exc: BaseException) -> str:
+    """A driver's message can run to several lines (URL forms, connection attempts): its first."""
+    return str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+
+
 def make_engine(url: str) -> Engine:
+    """An engine for ``url``, or one sentence on what is wrong with the URL: its kind, a driver
+    that is not installed, the folder of a SQLite file that does not exist."""
     try:
         engine = create_engine(url)
+    except ImportError as exc:
+        raise UsageError(f"the database URL {url!r} needs the Python module {exc.name!r}, which is not "
+                         "installed; install it or use sqlite:///tuner.db or postgresql://user@host/db") from None
     except (SQLAlchemyError, ValueError) as exc:
-        raise UsageError(f"cannot use the database URL {url!r} ({exc}); "
+        raise UsageError(f"cannot use the database URL {url!r} ({_first_line(exc)}); "
                          "write it like sqlite:///tuner.db or postgresql://user@host/db") from None
+    file = _sqlite_file(engine)
+    if file is not None and not file.parent.is_dir():
+        raise UsageError(f"the folder {file.parent} of the database {url} does not exist; create it "
+                         "or pass another --db")
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_file(engine: Engine) -> Path | None:
+    """The file of a SQLite engine (None: another database, or SQLite in memory)."""
+    name = engine.url.database if engine.dialect.name == "sqlite" else None
+    return Path(name) if name and name != ":memory:" and not name.startswith("file:") else None
+
+
+def no_database(url: str) -> UsageError:
+    return UsageError(f"there is no results database at {url}; pass the --db of an existing one, "
+                      f"or create it with `tuner optimize --db {url}`")
+
+
+def _existing(url: str) -> Engine:
+    """An engine on a database that is already there: SQLite would create a missing file."""
+    engine = make_engine(url)
+    file = _sqlite_file(engine)
+    if file is not None and not file.exists():
+        raise no_database(url)
     return engine
 
 
@@ -61,10 +95,7 @@ def open_read_only(url: str | None = None) -> Engine:
     """An engine that can only read (the dashboard): nothing is created or upgraded, and the
     database refuses writes, so a running study is never blocked by a lock of ours."""
     url = database_url(url)
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
-        raise UsageError(f"no results database at {url}; run `tuner optimize --db {url}` first "
-                         "or pass --db")
-    engine = make_engine(url)
+    engine = _existing(url)
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _query_only)
     elif engine.dialect.name == "postgresql":
@@ -118,23 +149,27 @@ def current_revision(engine: Engine) -> str | None:
 
 def upgrade(url: str) -> None:
     """Bring the schema to the newest revision (``tuner db upgrade`` / ``alembic upgrade head``)."""
+    make_engine(database_url(url)).dispose()  # a bad URL is refused in one sentence, not by Alembic
     try:
         command.upgrade(alembic_config(url), "head")
     except SQLAlchemyError as exc:
         raise TunerError(f"upgrading the database {url} failed: {exc}") from None
 
 
-def open_database(url: str | None = None) -> Engine:
-    """An engine on an up-to-date schema. A new database is created; an old one is refused."""
+def open_database(url: str | None = None, *, create: bool = True) -> Engine:
+    """An engine on an up-to-date schema. A new database is created, unless ``create`` is False
+    (commands that only read it, or change what is there, never create one); an old one is refused."""
     url = database_url(url)
-    engine = make_engine(url)
+    engine = make_engine(url) if create else _existing(url)
     try:
         revision = current_revision(engine)
         tuner_tables = [t for t in inspect(engine).get_table_names() if t.startswith("tuner_")]
     except SQLAlchemyError as exc:
-        raise UsageError(f"cannot open the database {url} ({exc.__class__.__name__}: {exc.orig if hasattr(exc, 'orig') else exc}); "
-                         "check the URL and that the file's folder exists") from None
+        raise UsageError(f"cannot open the database {url} ({exc.__class__.__name__}: {_first_line(exc)}); "
+                         "check the URL and that the database server is up") from None
     if revision is None and not tuner_tables:
+        if not create:
+            raise no_database(url)
         upgrade(url)
     elif revision != head_revision():
         raise UsageError(f"the database {url} has schema revision {revision}, this tuner needs "
