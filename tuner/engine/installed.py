@@ -116,3 +116,27 @@ def gives_aux_hidden_states(architecture: str) -> bool | None:
     states to a drafter (the interface EAGLE-3, DFlash and DSpark read); None where it cannot tell
     (no vLLM here, an architecture it does not know, another vLLM layout)."""
     return _probe("aux_hidden_states", _AUX_SUPPORT, architecture)
+
+
+_SYNTHETIC_SAMPLER = r"""
+import json
+from vllm.platforms import current_platform
+refused = None
+if current_platform.is_cpu():
+    try:
+        from vllm.utils import cpu_triton_utils as cpu
+        cpu._rejection_greedy_sample_kernel_impl(None, None, None, None, None, None, 1, SYNTHETIC_MODE=True)
+    except AssertionError as exc:
+        refused = str(exc) or "its sampler asserts against synthetic mode"
+    except Exception:
+        pass
+print(json.dumps({"refused": refused}))
+"""
+
+
+def synthetic_sampler_refusal() -> str | None:
+    """Why the installed vLLM's sampler refuses synthetic acceptance (the CPU build asserts
+    against it at the first request), asked of its kernel once and cached; None where it runs
+    or vLLM cannot be asked."""
+    answer = _probe("synthetic_sampler", _SYNTHETIC_SAMPLER)
+    return answer.get("refused") if isinstance(answer, dict) else None

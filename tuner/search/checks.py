@@ -267,30 +267,12 @@ def check_loads(requests: int, loads) -> list[str]:
 # --synthetic-acceptance asks for: on the CPU build it cannot (its sampler kernels assert against
 # it, and the engine dies at the first verification, after a server start). Asked of the kernel
 # itself, so a build that learns it passes.
-_SYNTHETIC_SAMPLER = r"""
-import json
-from vllm.platforms import current_platform
-refused = None
-if current_platform.is_cpu():
-    try:
-        from vllm.utils import cpu_triton_utils as cpu
-        cpu._rejection_greedy_sample_kernel_impl(None, None, None, None, None, None, 1, SYNTHETIC_MODE=True)
-    except AssertionError as exc:
-        refused = str(exc) or "its sampler asserts against synthetic mode"
-    except Exception:
-        pass
-print(json.dumps({"refused": refused}))
-"""
-
-
 def check_synthetic_acceptance() -> None:
     """Refuse --synthetic-acceptance where the installed vLLM cannot run the synthetic sampler,
     before any server starts (a vLLM that cannot be asked is let through: the server will say)."""
-    from tuner.engine.installed import _probe
+    from tuner.engine.installed import synthetic_sampler_refusal
 
-    answer = _probe("synthetic_sampler", _SYNTHETIC_SAMPLER)
-    refused = answer.get("refused") if isinstance(answer, dict) else None
-    if refused:
+    if refused := synthetic_sampler_refusal():
         raise UsageError(f"--synthetic-acceptance cannot run on the installed vLLM ({refused}: its engine "
                          "would die at the first request); drop --synthetic-acceptance, or run the "
                          "what-if study on a GPU host's vLLM")
