@@ -1,24 +1,30 @@
-"""Print the README's configuration reference: `tuner optimize` flag, study-file key, environment
-variable and meaning, read from the Typer app and `tuner/search/plan.py`'s KEYS.
+"""The generated reference pages: `tuner optimize`'s flags with their study-file keys and
+environment variables (docs/reference/study-file.md), and every command's options
+(docs/reference/cli.md), read from the Typer app and `tuner/plan/study_plan.py`'s KEYS.
 
-    .venv/bin/python scripts/config_reference.py      # the markdown table, as in README.md
+    .venv/bin/python scripts/config_reference.py          # the study-file table, on stdout
+    .venv/bin/python scripts/config_reference.py --cli    # the CLI reference, on stdout
+    .venv/bin/python scripts/config_reference.py --write  # both, into their pages
 
-tests/unit/test_readme.py checks that README.md holds exactly this output between the
-`config-reference` markers, so a new flag or study key shows up as a failing test.
+Each page holds its generated part between `<!-- NAME:start -->` and `<!-- NAME:end -->`
+markers (`config-reference` and `cli-reference`); the prose around them is written by hand.
+tests/unit/test_readme.py checks that the pages hold exactly this output, so a new flag, command
+or study key shows up as a failing test.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 import click
 import typer.main
 
 from tuner.cli import app
-from tuner.search.plan import KEYS
+from tuner.plan.study_plan import KEYS
 
-# optimize's parameter -> the study-file key that sets the same thing (tuner/search/plan.py's
+# optimize's parameter -> the study-file key that sets the same thing (tuner/plan/study_plan.py's
 # plan_study: the flag wins over the file). Tables that only group keys are not settings.
 STUDY_KEY_OF_PARAM = {
     "method": "space.methods", "draft": "space.drafts", "k": "space.k",
@@ -93,5 +99,69 @@ def markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+ROOT = Path(__file__).resolve().parents[1]
+STUDY_FILE_PAGE = ROOT / "docs" / "reference" / "study-file.md"
+CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _commands(command: click.Command, path: tuple[str, ...]):
+    """(path, command) for every command under `command`, depth first, in the app's order."""
+    subs = getattr(command, "commands", None)
+    if subs is None:
+        yield path, command
+        return
+    for name, sub in subs.items():
+        yield from _commands(sub, (*path, name))
+
+
+def cli_markdown() -> str:
+    """Every `tuner` command: its help, and a table of its arguments and options."""
+    root = typer.main.get_command(app)
+    lines: list[str] = []
+    for path, command in _commands(root, ("tuner",)):
+        lines += [f"## {' '.join(path)}", ""]
+        help_text = (command.help or "").strip()
+        if help_text:
+            paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", help_text) if p.strip()]
+            for paragraph in paragraphs:
+                lines += [paragraph.replace("\b", "").strip(), ""]
+        rows = []
+        for param in command.params:
+            if param.param_type_name == "argument":
+                name = f"`{(param.metavar or param.name or '').upper()}`"
+                rows.append((name, "argument" + ("" if param.required else ", optional")))
+            elif param.param_type_name == "option" and not getattr(param, "hidden", False):
+                names = " / ".join(f"`{o}`" for o in (*param.opts, *param.secondary_opts))
+                rows.append((names, _cell(param.help or "")))
+        if rows:
+            lines += ["| option | meaning |", "| --- | --- |"]
+            lines += [f"| {name} | {meaning} |" for name, meaning in rows]
+            lines.append("")
+    return "\n".join(lines)
+
+
+def replace_between(text: str, name: str, generated: str) -> str:
+    """`text` with the part between `<!-- name:start -->` and `<!-- name:end -->` set to `generated`."""
+    pattern = re.compile(rf"(<!-- {name}:start -->\n).*?(<!-- {name}:end -->)", re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"the page lacks the {name} markers")
+    return pattern.sub(lambda m: m.group(1) + generated + m.group(2), text)
+
+
+def write_pages() -> None:
+    for page, name, generated in ((STUDY_FILE_PAGE, "config-reference", markdown()),
+                                  (CLI_PAGE, "cli-reference", cli_markdown())):
+        page.write_text(replace_between(page.read_text(), name, generated))
+
+
 if __name__ == "__main__":
-    sys.stdout.write(markdown())
+    if "--write" in sys.argv[1:]:
+        write_pages()
+    elif "--cli" in sys.argv[1:]:
+        sys.stdout.write(cli_markdown())
+    else:
+        sys.stdout.write(markdown())

@@ -1,5 +1,7 @@
 """The README is for users: short, without dated history, and every `tuner` command and flag it
-shows exists; its configuration reference is the one scripts/config_reference.py generates."""
+shows exists. The generated reference pages (docs/reference/study-file.md, docs/reference/cli.md)
+are what scripts/config_reference.py makes, every relative link of README.md and docs/ reaches a
+file (and its #anchor a heading), and no guide page quotes a dated measurement."""
 
 import importlib.util
 import re
@@ -14,6 +16,7 @@ from tuner.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
 ROOT_COMMAND = typer.main.get_command(app)
 
 
@@ -69,7 +72,7 @@ def test_every_command_and_flag_shown_exists(words):
 
 
 def test_the_readme_is_short_and_has_no_dated_history():
-    assert len(README.splitlines()) <= 250
+    assert len(README.splitlines()) <= 200
     assert "2026-" not in README
 
 
@@ -82,12 +85,78 @@ def config_reference():
     return module
 
 
+def generated_part(page: Path, name: str) -> str:
+    shown = re.search(rf"<!-- {name}:start -->\n(.*?)<!-- {name}:end -->", page.read_text(), re.S)
+    assert shown, f"{page.relative_to(ROOT)} lacks the {name} markers"
+    return shown.group(1)
+
+
 def test_the_configuration_reference_is_the_generated_one(config_reference):
-    shown = re.search(r"<!-- config-reference:start -->\n(.*?)<!-- config-reference:end -->", README, re.S)
-    assert shown, "README.md lacks the config-reference markers"
-    assert shown.group(1) == config_reference.markdown(), "run scripts/config_reference.py and paste its table"
+    shown = generated_part(config_reference.STUDY_FILE_PAGE, "config-reference")
+    assert shown == config_reference.markdown(), "run scripts/config_reference.py --write"
+
+
+def test_the_cli_reference_is_the_generated_one(config_reference):
+    shown = generated_part(config_reference.CLI_PAGE, "cli-reference")
+    assert shown == config_reference.cli_markdown(), "run scripts/config_reference.py --write"
+    for name in ("measure", "optimize", "best", "workload import", "schedule add", "db upgrade"):
+        assert re.search(rf"^## tuner {name}$", shown, re.M), f"no section for tuner {name}"
 
 
 def test_every_study_key_has_a_row(config_reference):
     keys_shown = {row[1].strip("`") for row in config_reference.rows()}
     assert set(config_reference.study_keys()) <= keys_shown
+
+
+MARKDOWN_FILES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives the file's headings: lower case, punctuation but - and _ dropped,
+    spaces as -, a repeated one numbered (-1, -2)."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M)
+    anchors: set[str] = set()
+    for title in re.findall(r"^#{1,6}\s+(.*?)\s*#*\s*$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+        anchor, n = slug, 0
+        while anchor in anchors:
+            n += 1
+            anchor = f"{slug}-{n}"
+        anchors.add(anchor)
+    return anchors
+
+
+def relative_links(path: Path) -> list[str]:
+    """Every link target of the file that is not a URL or a mail address, code blocks and inline
+    code left out."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    targets = re.findall(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", text)
+    return [t for t in targets if not re.match(r"[a-z][a-z0-9+.-]*:", t)]
+
+
+@pytest.mark.parametrize("path", MARKDOWN_FILES, ids=[str(p.relative_to(ROOT)) for p in MARKDOWN_FILES])
+def test_every_relative_link_reaches_a_file_and_heading(path):
+    broken = []
+    for target in relative_links(path):
+        file_part, _, anchor = target.partition("#")
+        linked = (path.parent / file_part).resolve() if file_part else path
+        if not linked.exists():
+            broken.append(f"{target} (no such file)")
+        elif anchor and linked.suffix == ".md" and anchor not in heading_anchors(linked):
+            broken.append(f"{target} (no such heading)")
+    assert not broken, f"{path.relative_to(ROOT)}: " + "; ".join(broken)
+
+
+def test_the_docs_index_links_every_page():
+    index = DOCS / "index.md"
+    linked = {(index.parent / t.partition("#")[0]).resolve() for t in relative_links(index)}
+    pages = {p.resolve() for p in DOCS.rglob("*.md")} - {index.resolve()}
+    assert not pages - linked, f"docs/index.md does not link {sorted(str(p.relative_to(ROOT)) for p in pages - linked)}"
+
+
+def test_no_guide_page_quotes_a_dated_measurement():
+    """Dated figures and run logs belong in docs/lab/; a guide links the lab page."""
+    dated = [f"{p.relative_to(ROOT)}: {m}" for p in sorted((DOCS / "guide").rglob("*.md"))
+             for m in re.findall(r"\b20\d\d-\d\d-\d\d\b", p.read_text())]
+    assert not dated, dated
