@@ -25,7 +25,7 @@ RUN python3 -m pip list --format=freeze > /tmp/vllm-constraints.txt \
 RUN tuner db upgrade --db sqlite:////tmp/schema-check.db && rm -f /tmp/schema-check.db*
 
 # Results database and job logs on /data (a volume in docker-compose.yml). Flags win over these
-# variables, the variables over the config file (TUNER_CONFIG). See docs/deploy.md.
+# variables, the variables over the config file (TUNER_CONFIG). See docs/guide/deploy.md.
 ENV TUNER_DB=sqlite:////data/tuner.db \
     TUNER_LOG_DIR=/data/jobs \
     TUNER_HOST=0.0.0.0 \

@@ -14,7 +14,7 @@ starts vLLM with ``VLLM_SERVER_DEV_MODE=1``).
   start with the CPU build), custom JSONL dataset in workload order (``--disable-shuffle``), the
   prompts as they are (``--skip-chat-template``), per-request lengths (``--custom-output-len -1``),
   ``--num-warmups`` warm-up requests, acceptance from its own ``/metrics`` deltas.
-- tuner: ``tuner.trial.measure_on_server`` on the running server, the function every trial calls
+- tuner: ``tuner.measure.trial.measure_on_server`` on the running server, the function every trial calls
   once its server is up: its warm-up, one replay with /metrics read around it (and once more
   where the replay is marked for a reason another can clear, as in a trial), and for the
   baseline the greedy reference after the measured replay.
@@ -65,7 +65,7 @@ from rich.table import Table  # noqa: E402
 from tuner.engine import ServerOptions, SpecConfig, VllmServer  # noqa: E402
 from tuner.errors import TunerError  # noqa: E402
 from tuner.replay import LoadSpec, replay  # noqa: E402
-from tuner.trial import MeasureSettings, NoProgress, measure_on_server  # noqa: E402
+from tuner.measure.trial import MeasureSettings, NoProgress, measure_on_server  # noqa: E402
 from tuner.workload import Request, Workload, load_workload  # noqa: E402
 
 DEFAULT_SPEC = {"method": "ngram", "num_speculative_tokens": 3,
@@ -418,7 +418,7 @@ class TunerWindow(NoProgress):
 
 def run_tuner(server: VllmServer, model: str, requests: list[Request], concurrency: int,
               warmup: int, spec: SpecConfig | None, round_: int, save_to: Path) -> RunFigures:
-    """The tuner's own trial on this running server: ``tuner.trial.measure_on_server``, the
+    """The tuner's own trial on this running server: ``tuner.measure.trial.measure_on_server``, the
     function every trial calls once its server is up (warm-up, replay with /metrics read
     around it, the baseline's greedy reference after it), at one load, one replay. No default
     seeds are added (``sampling_seed=None``): both tools send the workload's requests as they are."""

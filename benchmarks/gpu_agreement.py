@@ -5,10 +5,10 @@ For each config (the baseline and each ``--config NAME=SPEC_JSON``) one server i
 speculative config). At each concurrency the first requests of the workload (``--requests``
 per load) are exported as vLLM's custom dataset and measured in turn by vLLM's own benchmark
 client and by the tuner's measurement path (``agreement.run_vllm_bench`` and
-``agreement.run_tuner``: ``tuner.trial.measure_on_server``, what every trial does on its server),
+``agreement.run_tuner``: ``tuner.measure.trial.measure_on_server``, what every trial does on its server),
 ``--rounds`` times each, alternating. The output: every run's tokens/s, each tool's ratio to the
 baseline at each load and the config each tool's runs would make the answer there (the product's
-rule, ``tuner.search.answer.choose``), in ``--out`` (JSON, resumable: configs already in it are
+rule, ``tuner.decide.answer.choose``), in ``--out`` (JSON, resumable: configs already in it are
 not measured again) and as a table.
 
     python3 benchmarks/gpu_agreement.py --model /root/models/target \\
@@ -36,10 +36,10 @@ import agreement  # noqa: E402  (benchmarks/agreement.py: the CPU build's side-b
 
 from tuner.engine import ServerOptions, SpecConfig, VllmServer  # noqa: E402
 from tuner.replay import LoadSpec, replay  # noqa: E402
-from tuner.search.answer import DEFAULT_NOISE, choose  # noqa: E402
-from tuner.stats import relative_precision, repeat_stats  # noqa: E402
+from tuner.decide.answer import DEFAULT_NOISE, choose  # noqa: E402
+from tuner.decide.stats import relative_precision, repeat_stats  # noqa: E402
 from tuner.store import TrialRow  # noqa: E402
-from tuner.trial import MeasureSettings, NoProgress, warm_up_until_steady  # noqa: E402
+from tuner.measure.trial import MeasureSettings, NoProgress, warm_up_until_steady  # noqa: E402
 from tuner.workload import Request, Workload, load_workload  # noqa: E402
 
 WARMUP_UNTIL_STEADY = False  # --warmup-until-steady
@@ -89,7 +89,7 @@ def measure_load(server: VllmServer, model: str, requests: list[Request], concur
     dataset = folder / "dataset.jsonl"
     agreement.write_dataset(requests, dataset)
     # The first pass over new batch shapes is slower on either tool: once, unmeasured. With
-    # --warmup-until-steady, the tuner's own warm-up (tuner.trial.warm_up_until_steady): the
+    # --warmup-until-steady, the tuner's own warm-up (tuner.measure.trial.warm_up_until_steady): the
     # load's requests until their tokens/s stops rising (a fresh server climbed for up to a minute).
     load = LoadSpec("concurrency", concurrency)
     if WARMUP_UNTIL_STEADY:
@@ -180,7 +180,7 @@ def as_trial_rows(record: dict, load: str, tool: str) -> list[TrialRow]:
 
 def choices(record: dict, noise: float = DEFAULT_NOISE) -> dict[str, dict[str, str]]:
     """Per load, the config each tool's runs would make the answer, by the product's rule
-    (``tuner.search.answer.choose``: speculation must beat the baseline by more than ``noise``
+    (``tuner.decide.answer.choose``: speculation must beat the baseline by more than ``noise``
     plus the runs' spread, configs tied by the run noise go to the smaller k), not the highest
     mean. "undecided: ..." is added where the answer leaves contenders undecided."""
     out: dict[str, dict[str, str]] = {}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On an offline H200 host, in calls of at most 10 minutes (docs/gpu.md, "Agreement with vllm bench
+# On an offline H200 host, in calls of at most 10 minutes (docs/lab/gpu.md, "Agreement with vllm bench
 # serve" and "An answer in ten minutes"): the install from deploy/offline-gpu alone, the models,
 # then the tuner against `vllm bench serve` on the same server and requests (benchmarks/gpu_agreement.py),
 # then `tuner optimize` with the default search over every method, timed.
@@ -14,7 +14,7 @@
 DEFAULT_DEADLINE_S=560 RUN_EXCLUDE=('*.safetensors')
 . "$(dirname "$0")/gpu_calls.sh"
 
-if ! is_done install; then  # the steps of docs/gpu.md, "Installing offline", and nothing else
+if ! is_done install; then  # the steps of docs/lab/gpu.md, "Installing offline", and nothing else
     if [ ! -d .gpu/p3 ] && [ -d /root/p3stage ]; then mkdir -p .gpu/p3 && cp /root/p3stage/* .gpu/p3/; fi
     bash .gpu/p2/setup.sh > "$R/logs/setup.log" 2>&1 || { tail -30 "$R/logs/setup.log"; exit 1; }
     tail -4 "$R/logs/setup.log"
@@ -30,7 +30,7 @@ if ! is_done models; then
     done_ models
 fi
 SERVE="python3 -m vllm.entrypoints.cli.main serve {model}"
-PROFILE=0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10  # EAGLE-3 on Llama-3.1-8B, vllm#26191 (docs/gpu.md)
+PROFILE=0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10  # EAGLE-3 on Llama-3.1-8B, vllm#26191 (docs/lab/gpu.md)
 STEPS=" ${STEPS:-agreement studies} "
 E3=/root/models/eagle3-8b
 EAGLE3_CONFIGS=()  # the eagle3 k the agreement steps compare with the baseline (AGREE_KS: other ones)
@@ -54,22 +54,22 @@ agree() {
         2>/dev/null && done_ "$step"
 }
 CONFIGS=("${EAGLE3_CONFIGS[@]}")
-# The first check, every load with a short warm-up (docs/gpu.md section 7, first table).
+# The first check, every load with a short warm-up (docs/lab/gpu.md section 7, first table).
 agree agreement gpu-agreement.json 1,8,32 1=16,8=64,32=192 2
 # Every load, each warmed up until steady (the tuner's own rule) before either tool measures:
 # 24 requests at 1 (about 7 s a baseline run), 256 at 8, 384 at 32.
 agree steady gpu-agreement-steady.json 1,8,32 1=24,8=256,32=384 2 --warmup-until-steady
 # Concurrency 8 with 256 requests and 3 rounds: 64 requests (about 2 s a run) left vLLM's own runs
-# up to 33 % apart (docs/gpu.md section 7).
+# up to 33 % apart (docs/lab/gpu.md section 7).
 agree agreement8 gpu-agreement-c8.json 8 8=256 3
 agree steady8 gpu-agreement-c8-steady.json 8 8=256 3 --warmup-until-steady
 # The tuner's replays without return_token_ids (which vllm bench serve never sends).
 agree noids gpu-agreement-c8-noids.json 8 8=256 3 --without-token-ids
 # Runs long enough that the server's own run-to-run spread (up to 10 % for 256 requests at 8,
-# docs/gpu.md section 7) averages out: 768 requests at 8 were 0.3 % apart between the tools. About
+# docs/lab/gpu.md section 7) averages out: 768 requests at 8 were 0.3 % apart between the tools. About
 # 15 GPU minutes for the baseline and three eagle3 k, the steady warm-up included.
 agree long gpu-agreement-long.json 8,32 8=512,32=1024 2 --warmup-until-steady
-# Why the tools part at 8 (docs/gpu.md section 7, "not the client"): the baseline and eagle3 k=2,
+# Why the tools part at 8 (docs/lab/gpu.md section 7, "not the client"): the baseline and eagle3 k=2,
 # four clients in turn on each server (vllm bench serve, the tuner, the tuner sending vllm bench's
 # body, vllm bench asking for token ids), vLLM's own TTFT and TPOT of every run beside the clients'.
 CONFIGS=(--config "eagle3 k=2={\"method\": \"eagle3\", \"model\": \"$E3\", \"num_speculative_tokens\": 2}")
@@ -90,7 +90,7 @@ if wants studies && ! is_done studies; then
 fi
 
 if wants blockrows && ! is_done blockrows && [ "$(left)" -gt 200 ]; then
-    # docs/gpu.md section 2's step-cost table, the block drafters' rows (k fixed by their block
+    # docs/lab/gpu.md section 2's step-cost table, the block drafters' rows (k fixed by their block
     # size, 8 queries a step), resuming the committed table so only the new rows are measured.
     [ -f "$R/gpu-step-cost.json" ] || cp benchmarks/data/gpu-step-cost.json "$R/"
     timeout "$(( $(left) - 20 ))" python3 benchmarks/gpu_step_cost.py --target /root/models/target \

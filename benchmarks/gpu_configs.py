@@ -27,7 +27,7 @@ from pathlib import Path
 from tuner.engine import ServerOptions, SpecConfig
 from tuner.engine.installed import gpu_name
 from tuner.replay import LoadSpec
-from tuner.trial import MeasureSettings, measure_config_at_loads
+from tuner.measure.trial import MeasureSettings, measure_config_at_loads
 from tuner.workload import load_workload
 
 from gpu_step_cost import EAGLE3_PROFILE  # the published EAGLE-3 profile (vllm#26191)

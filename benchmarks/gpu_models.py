@@ -18,7 +18,7 @@ their steps):
   0.26.0 runs only on Model Runner V2 (it switches to it by itself for dspark).
 
 The block drafters are in the native layout scripts/tiny_block_drafters.py writes for the tiny
-target (docs/block-drafters.md), scaled to the target's config. As many target layers feed them
+target (docs/lab/block-drafters.md), scaled to the target's config. As many target layers feed them
 as they have layers: vLLM 0.26.0 sizes a DSpark ``fc`` by its layer count (no ``dflash_config``),
 0.32 by its target layers.
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU runs behind docs/gpu.md, as one command on an offline H200 host that already holds
+# The GPU runs behind docs/lab/gpu.md, as one command on an offline H200 host that already holds
 # ../shared/gpu's payload part 1 in /root/gpu-stage (call 1: `mkdir -p /root/gpu-stage && cp
 # .gpu/p1/* /root/gpu-stage/`). This is call 2, with .gpu/p2 and the tuner's missing wheels (.whl)
 # beside the checkout; everything it measures goes to $OUT.

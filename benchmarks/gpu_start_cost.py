@@ -26,7 +26,7 @@ from tuner.engine import ServerOptions, SpecConfig
 from tuner.engine.gpus import wait_until_free
 from tuner.engine.installed import gpu_name
 from tuner.replay import LoadSpec
-from tuner.trial import MeasureSettings, measure_config
+from tuner.measure.trial import MeasureSettings, measure_config
 from tuner.workload import load_workload
 
 ROOT = Path(__file__).resolve().parents[1]

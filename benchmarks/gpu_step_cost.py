@@ -30,8 +30,8 @@ from pathlib import Path
 from tuner.engine import ServerOptions
 from tuner.engine.installed import gpu_name
 from tuner.replay import LoadSpec
-from tuner.search.space import SearchSpace, block_ks
-from tuner.trial import MeasureSettings, measure_config_at_loads
+from tuner.plan.space import SearchSpace, block_ks
+from tuner.measure.trial import MeasureSettings, measure_config_at_loads
 from tuner.workload import load_workload
 
 ROOT = Path(__file__).resolve().parents[1]

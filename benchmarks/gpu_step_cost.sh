@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU step-cost table (docs/gpu.md section 2) in calls of at most 10 minutes on an offline
+# The GPU step-cost table (docs/lab/gpu.md section 2) in calls of at most 10 minutes on an offline
 # H200 host. Call 1 (payload part 1): `mkdir -p /root/gpu-stage && cp .gpu/p1/* /root/gpu-stage/`.
 # Then this script, with .gpu/p2 and the tuner's missing wheels (.whl) carried; every later call
 # runs it again and goes on where the last one stopped (results kept in /root/step between calls

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Started by gpu_agreement.sh (step studies) in a process session of its own on the H200 host, so
-# that it outlives the device calls (docs/gpu.md section 8): `tuner optimize` timed from the command
+# that it outlives the device calls (docs/lab/gpu.md section 8): `tuner optimize` timed from the command
 # to its printed answer, each study with its own database $R/STEP.db, in this order:
 #   tenmin      the default (guided) search over baseline, eagle3, the DFlash drafter, draft_model
 #               0.25 B and ngram, k 1-8, at concurrency 1, 8, 32 with the precision per load
 #               (--max-repeats 6), on a host where each config starts for the first time, with
-#               --time-limit 10m (unlimited, the same study took 10.7 minutes: docs/gpu.md 8);
+#               --time-limit 10m (unlimited, the same study took 10.7 minutes: docs/lab/gpu.md 8);
 #   tenminwarm  the same study, without the limit, from nothing on the same host, vLLM's compile
 #               cache now warm;
 #   gridnear    the grid around the answer (dflash k=7 on 2026-12-05) at concurrency 1, 8, 32: the
 #               DFlash drafter, eagle3 and ngram at k 3 and 4, and the baseline. These are eagle3's
-#               and ngram's best k in the step-cost table (docs/gpu.md 2: eagle3 k=4 at 1 and 8, k=3
+#               and ngram's best k in the step-cost table (docs/lab/gpu.md 2: eagle3 k=4 at 1 and 8, k=3
 #               at 32, within 1 % of DFlash there), none of which the studies measured; it needs no
 #               study before it, so STUDIES=gridnear runs it alone on a fresh host.
 # Each writes STEP.txt (the answer as printed), STEP-progress.log and STEP-wall.txt, then done-STEP.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/gpu.md sections 4-6 on an offline H200 host, in calls of at most 10 minutes: `tuner
+# docs/lab/gpu.md sections 4-6 on an offline H200 host, in calls of at most 10 minutes: `tuner
 # optimize` end to end (guided search over baseline, draft_model and eagle3 at the published
 # EAGLE-3 acceptance profile, concurrency 1/8/32, so it tunes and measures a k-by-batch-size
 # schedule), then whether the server applies a schedule at each load, a warm start under
@@ -28,7 +28,7 @@ if ! is_done models; then
 fi
 SERVE="python3 -m vllm.entrypoints.cli.main serve {model}"
 STEPS=" ${STEPS:-probe optimize configs profile} "
-PROFILE=0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10  # EAGLE-3 on Llama-3.1-8B, vllm#26191 (docs/gpu.md)
+PROFILE=0.74,0.54,0.41,0.31,0.23,0.17,0.13,0.10  # EAGLE-3 on Llama-3.1-8B, vllm#26191 (docs/lab/gpu.md)
 
 if wants probe && ! is_done probe; then  # what a start spends before vLLM says anything
     {

@@ -18,8 +18,8 @@ from rich.table import Table
 
 from tuner.engine import ServerOptions, SpecConfig
 from tuner.replay import LoadSpec
-from tuner.stats import repeat_stats
-from tuner.trial import MeasureSettings, measure_config
+from tuner.decide.stats import repeat_stats
+from tuner.measure.trial import MeasureSettings, measure_config
 from tuner.workload import load_workload
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ Two steps:
             between two speeds (ngram k=4: 528 to 836 tok/s; on one core 707 to 718), so which
             config was best was decided by noise. The unpinned table of 2026-11-30 is kept as
             search_grid-unpinned.json (``simulate --table``). About 40 min here.
-  simulate  runs the product's own study loop (``tuner.search.study.optimize``: its proposer,
+  simulate  runs the product's own study loop (``tuner.study.loop.optimize``: its proposer,
             its noise estimate, its answer by ``choose()``) on the grid, the guided search,
             plain TPE and random search (TPE's loop with Optuna's RandomSampler), many times,
             against that table: ``optimize`` gets a stand-in measurement (``table_server``) that
@@ -66,14 +66,14 @@ from tuner.engine import SpecConfig
 from tuner.errors import TunerError
 from tuner.metrics import Acceptance
 from tuner.replay import LoadSpec, ReplaySummary
-from tuner.search import study as study_module
-from tuner.search.answer import DEFAULT_NOISE
-from tuner.search.guided import drafter_of, k_of, key_of, mean_noise
-from tuner.search.space import Candidate, SearchSpace, parse_lookup
-from tuner.search.study import OptimizeSettings, optimize
-from tuner.stats import mad
+from tuner.study import loop as study_module
+from tuner.decide.answer import DEFAULT_NOISE
+from tuner.propose.guided import drafter_of, k_of, key_of, mean_noise
+from tuner.plan.space import Candidate, SearchSpace, parse_lookup
+from tuner.study.loop import OptimizeSettings, optimize
+from tuner.decide.stats import mad
 from tuner.store import ResultStore, open_database, optuna_storage
-from tuner.trial import MeasureSettings, Measurement, NoProgress, RunResult, ServerRecord, enough_replays
+from tuner.measure.trial import MeasureSettings, Measurement, NoProgress, RunResult, ServerRecord, enough_replays
 from tuner.workload import Request, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -271,7 +271,7 @@ def table_server(tables: Sequence[Table], rng: random.Random, smooth: bool = Fal
                  drawn: list[int] | None = None) -> Callable[..., list[Measurement]]:
     """``measure`` for ``optimize``: at the i-th load of the settings, the i-th table gives a
     Measurement of as many replays of the config as the product's own rule asks for
-    (``tuner.trial.enough_replays``: ``--repeats``, or with ``--max-repeats`` until
+    (``tuner.measure.trial.enough_replays``: ``--repeats``, or with ``--max-repeats`` until
     ``--precision``), each one of its stored replays drawn at random (with replacement;
     ``smooth``: see ``draw_replay``; ``drawn`` counts them), with its stored
     acceptance profile; the trial's median, MAD and interval then come from the product's own
@@ -358,7 +358,7 @@ class Study:
     restarts: int
     winners: list[str]  # per load: the answer's winner (the baseline when speculation stays off)
     measured: list[list[str]]  # per load: the configs measured, in order
-    run_noise: float  # the noise the guided search used at the end (tuner.search.guided.mean_noise)
+    run_noise: float  # the noise the guided search used at the end (tuner.propose.guided.mean_noise)
     replays: int = 0  # replays drawn in all, over every trial and load
 
 
@@ -486,7 +486,7 @@ def simulate(args: argparse.Namespace) -> None:
         databases.close()
     elapsed = time.monotonic() - started
     studies = args.runs * len(results)
-    print(f"\n{args.runs} simulated studies per strategy (tuner.search.study.optimize on the stored table), "
+    print(f"\n{args.runs} simulated studies per strategy (tuner.study.loop.optimize on the stored table), "
           f"--repeats {args.repeats}{replay_rule(args)}, --noise {args.noise:g}, seed {args.seed}; "
           f"{elapsed:.0f} s for {studies} studies ({elapsed / studies:.2f} s each)")
     print(HEADER)

@@ -3,7 +3,7 @@
     python scripts/build_classifier_data.py
 
 Reads benchmarks/data/spec_bench_questions.jsonl and benchmarks/data/classifier/sources/
-(docs/classifier.md lists every source with its licence) and writes two files beside them:
+(docs/lab/classifier.md lists every source with its licence) and writes two files beside them:
 ``train.jsonl`` (what scripts/train_classifier.py fits on) and ``heldout.jsonl`` (never fitted
 on; benchmarks/classifier_accuracy.py reports on it). Each line holds ``type``, ``source``,
 ``template`` and either ``prompt`` or ``messages``.

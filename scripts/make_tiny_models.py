@@ -9,7 +9,7 @@ its documentation topics and licence texts):
   - an EAGLE-3 head for the target, trained on its hidden states (scripts/tiny_eagle3.py),
   - a DFlash drafter for the target, and a DSpark one with untrained weights, and a MiMo-style
     target (the target's weights in Qwen2 layers) carrying an MTP layer
-    (scripts/tiny_block_drafters.py, docs/block-drafters.md),
+    (scripts/tiny_block_drafters.py, docs/lab/block-drafters.md),
 so that acceptance really differs between code and chat traffic.
 
 The result goes to OUT (default .models/) and is reused while these scripts are unchanged; --only

@@ -10,7 +10,7 @@ with fixed step counts and seeds, so the same checkpoints come out on every mach
   from the target's own hidden states and logits. Serves on the CPU build.
 - ``make_dspark``: a DSpark drafter (``Qwen3DSparkModel``, vLLM ``qwen3_dspark.py``): the DFlash
   backbone plus a low-rank Markov head. vLLM 0.32 runs DSpark only in its V2 model runner, which
-  needs Triton with a CPU backend: the CPU build refuses it at start (docs/block-drafters.md).
+  needs Triton with a CPU backend: the CPU build refuses it at start (docs/lab/block-drafters.md).
 - ``make_mtp_target``: a MiMo-style target (``MiMoForCausalLM``: Qwen2 layers, the Llama
   target's weights, plus one MTP layer under ``model.mtp_layers.0``), served with ``method: mtp``
   (vLLM ``mimo_mtp.py``). Serves.

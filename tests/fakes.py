@@ -3,7 +3,7 @@ the real measurement is tested on the real vLLM server in tests/integration."""
 
 from tuner.metrics import Acceptance
 from tuner.replay import Percentiles, ReplaySummary
-from tuner.trial import Measurement, NoProgress, RunResult, ServerRecord
+from tuner.measure.trial import Measurement, NoProgress, RunResult, ServerRecord
 
 
 class Quiet(NoProgress):

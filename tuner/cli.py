@@ -26,11 +26,11 @@ from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
 from tuner.report import (MeasureProgress, StudyProgressView, k_by_batch_size_text, measurement_table,
                           outcome_dict, pareto_table, trials_table, verdict_dict, verdict_text)
-from tuner.trial import measure_config
+from tuner.measure.trial import measure_config
 from tuner.workload import load_workload
 
 if TYPE_CHECKING:
-    from tuner.search.plan import RunOptions
+    from tuner.plan.study_plan import RunOptions
 
 
 class OneLineErrors(typer.core.TyperGroup):
@@ -229,7 +229,7 @@ def takes_run_options(command):
 
     @functools.wraps(command)
     def with_run_options(**options):
-        from tuner.search.plan import RunOptions
+        from tuner.plan.study_plan import RunOptions
 
         fields = [f.name for f in dataclasses.fields(RunOptions) if f.init and f.name in options]
         with user_errors():  # RunOptions refuses a malformed --synthetic-acceptance
@@ -303,8 +303,8 @@ def measure(
     *, run: RunOptions, server_cmd: Optional[str], server_arg: Optional[list[str]],
 ) -> None:
     """Measure one speculative configuration (or the baseline) on a fresh vLLM server."""
-    from tuner.search.checks import check_config, check_loads
-    from tuner.search.plan import measure_settings
+    from tuner.plan.checks import check_config, check_loads
+    from tuner.plan.study_plan import measure_settings
 
     with user_errors():
         config = spec_from_options(spec, method, draft, k)
@@ -393,9 +393,9 @@ def optimize(
 ) -> None:
     """Search (method, draft, k) with an Optuna study; every trial is a real measurement."""
     began = time.monotonic()  # --time-limit counts from here: the checks before the study take seconds
-    from tuner.search import optimize as run_study
-    from tuner.search.plan import prepare_study
-    from tuner.worker_processes import helper_workers
+    from tuner.study.loop import optimize as run_study
+    from tuner.study.prepare import prepare_study
+    from tuner.study.processes import helper_workers
 
     with user_errors("the vLLM server was stopped; finished trials are stored, "
                      "and the same command resumes the study"):
@@ -452,7 +452,7 @@ def best(
 ) -> None:
     """The best configuration per (model, workload type) across all studies in the database,
     under each study's own latency targets, output rule and noise margin."""
-    from tuner.search.verdict import best_from_store
+    from tuner.decide.verdict import best_from_store
     from tuner.store import ResultStore, open_database
 
     with user_errors():
@@ -626,8 +626,8 @@ PLAN_NAMES = {"method": "methods", "draft": "drafts", "server_arg": "server_args
 def _check_optimize_options(args: list[str]) -> None:
     """Check options as `tuner optimize` will, without running it: parsed, planned (k, loads,
     targets, time limit, ...), made into measuring settings, and the target's path checked."""
-    from tuner.search.checks import check_target
-    from tuner.search.plan import RunOptions, measure_settings, plan_study
+    from tuner.plan.checks import check_target
+    from tuner.plan.study_plan import RunOptions, measure_settings, plan_study
 
     command = typer.main.get_command(app).commands["optimize"]
     try:
@@ -651,7 +651,7 @@ def worker(
     heartbeat: HeartbeatOpt = 30,
 ) -> None:
     """Join a study started by `tuner optimize`: measure its next trials until it is done."""
-    from tuner.worker_processes import join_study
+    from tuner.study.processes import join_study
 
     with user_errors():
         join_study(study, db, gpus, gpu_free_timeout, heartbeat,
@@ -841,7 +841,7 @@ def _quiet_optuna() -> None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    # The tuner records running trials' heartbeats itself (tuner.search.workers.heartbeat).
+    # The tuner records running trials' heartbeats itself (tuner.study.workers.heartbeat).
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
 
 

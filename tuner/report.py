@@ -8,18 +8,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from tuner.replay import Percentiles, RequestResult
-from tuner.search import Answer
-from tuner.search.answer import DEFAULT_NOISE
-from tuner.search.output_check import divergence_text
-from tuner.search.k_by_batch_size import k_by_batch_size_beats_single
-from tuner.search.verdict import Verdict, objective_by_trial, prediction_error as prediction_figures
+from tuner.decide.answer import Answer
+from tuner.decide.answer import DEFAULT_NOISE
+from tuner.decide.output_check import divergence_text
+from tuner.decide.k_by_batch_size import k_by_batch_size_beats_single
+from tuner.decide.verdict import Verdict, objective_by_trial, prediction_error as prediction_figures
 from tuner.store import TrialRow
-from tuner.trial import Measurement
-from tuner.trust import latency_trusted
+from tuner.measure.trial import Measurement
+from tuner.decide.marks import latency_trusted
 
 
 class MeasureProgress:
-    """Implements tuner.trial.Progress with a rich progress bar on stderr."""
+    """Implements tuner.measure.trial.Progress with a rich progress bar on stderr."""
 
     def __init__(self, console: Console):
         self._console = console
@@ -234,7 +234,7 @@ def trials_table(rows: list[TrialRow]) -> Table:
 
 def pareto_table(rows: list[TrialRow], slos=()) -> Table:
     """The front of tokens/s versus p99 TPOT, per load, with each point's targets met or not."""
-    from tuner.search.slo import feasible, pareto_front
+    from tuner.decide.slo import feasible, pareto_front
 
     table = Table(title="Pareto front: output tokens/s versus TPOT p99", title_justify="left")
     for column in ("load", "config", "tok/s", "TPOT p99 ms", "meets targets"):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deploy/offline-gpu/build.sh OUTDIR -- everything an offline GPU host needs to run specdec tuner:
 # vLLM 0.26.0's GPU build (CUDA 13.0) and the tuner with its own dependencies, built on a machine
-# that reaches PyPI. Steps on the GPU host: docs/gpu.md ("Installing offline"), README.md.
+# that reaches PyPI. Steps on the GPU host: docs/guide/gpu-host.md#installing-offline ("Installing offline"), README.md.
 #
 # The host this was made for has Python 3.12 and torch 2.11.0+cu130 but no network, and one upload
 # carries at most 64 MiB. vLLM 0.26.0 is the newest release that pins torch==2.11.0. This script
@@ -97,7 +97,7 @@ main() {
     printf '  %s total %d bytes = %s (limit 44 MiB)\n' "$p" "$n" "$(mib "$n")"
     [ "$n" -le "$LIMIT" ] || die "$p is $(mib "$n"), more than the 44 MiB one upload may carry."
   done
-  echo "done in ${SECONDS}s: upload $OUT/p1 first, then $OUT/p2 with $OUT/p3 (docs/gpu.md, \"Installing offline\")."
+  echo "done in ${SECONDS}s: upload $OUT/p1 first, then $OUT/p2 with $OUT/p3 (docs/guide/gpu-host.md#installing-offline, \"Installing offline\")."
 }
 
 # mktar NAME: build/NAME.tar.xz from build/trees/NAME; xz runs only when the tar's content changed.

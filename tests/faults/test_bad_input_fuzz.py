@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from tuner.cli import app
 from tuner.errors import UsageError, WorkloadError
-from tuner.search.plan import plan_study
+from tuner.plan.study_plan import plan_study
 from tuner.workload import load_workload
 
 FIELDS = ["prompt", "messages", "max_tokens", "temperature", "top_p", "seed", "arrival_s", "id",

@@ -15,10 +15,11 @@ from tuner.cli import app as cli_app
 from tuner.errors import TunerError
 from tuner.schedule.config import DEFAULTS
 from tuner.schedule.service import enqueue_run
-from tuner.search import OptimizeSettings, SearchSpace, optimize
-from tuner.search import study as study_module
+from tuner.study.loop import OptimizeSettings, optimize
+from tuner.plan.space import SearchSpace
+from tuner.study import loop as study_module
 from tuner.store import JobStore, ResultStore, open_database, optuna_storage
-from tuner.trial import MeasureSettings
+from tuner.measure.trial import MeasureSettings
 from tuner.web import create_app
 from tuner.workload import Request, Workload
 

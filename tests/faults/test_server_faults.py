@@ -2,7 +2,7 @@
 
 Each case asserts: the seconds from the fault to a recorded, readable cause; completed trials
 lost (0); vLLM processes left (0); ports left bound (0); and that the study goes on where that
-makes sense. Each case also appends its figures to test-artifacts/faults.jsonl (docs/reliability.md
+makes sense. Each case also appends its figures to test-artifacts/faults.jsonl (docs/lab/reliability.md
 is filled from that file).
 """
 
@@ -30,9 +30,10 @@ from tuner.engine import ServerOptions
 from tuner.engine.server import VllmServer, port_is_free
 from tuner.errors import ServerStartError
 from tuner.replay import LoadSpec
-from tuner.search import OptimizeSettings, SearchSpace, optimize
+from tuner.study.loop import OptimizeSettings, optimize
+from tuner.plan.space import SearchSpace
 from tuner.store import NOT_MEASURED, ResultStore, open_database, optuna_storage
-from tuner.trial import MeasureSettings
+from tuner.measure.trial import MeasureSettings
 from tuner.workload import load_workload
 
 from integration.serve_process import small_workload, wait_for

@@ -23,7 +23,7 @@ from tuner.engine import ServerOptions
 from tuner.engine.server import VllmServer, free_port, port_is_free
 from tuner.replay import LoadSpec
 from tuner.replay.client import first_different_token, replay, text_digest
-from tuner.search.output_check import NEAR_TIE_MARGIN
+from tuner.decide.output_check import NEAR_TIE_MARGIN
 from tuner.workload import load_workload
 
 pytestmark = pytest.mark.integration

@@ -27,11 +27,12 @@ from reference_study import short_code_workload
 from tuner.engine import ServerOptions
 from tuner.replay import LoadSpec
 from tuner.report import verdict_text
-from tuner.search import SearchSpace, optimize
-from tuner.search.plan import plan_study
+from tuner.plan.space import SearchSpace
+from tuner.study.loop import optimize
+from tuner.plan.study_plan import plan_study
 from tuner.store import ResultStore, open_database, optuna_storage
-from tuner.trial import MeasureSettings
-from tuner.trust import CLIENT_BOUND, CLIENT_LAG, LAG_FACTOR, LAG_SLACK_S
+from tuner.measure.trial import MeasureSettings
+from tuner.decide.marks import CLIENT_BOUND, CLIENT_LAG, LAG_FACTOR, LAG_SLACK_S
 from tuner.workload import load_workload
 
 pytestmark = [pytest.mark.integration, pytest.mark.solo]

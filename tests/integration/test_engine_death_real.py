@@ -15,7 +15,7 @@ import pytest
 from reference_study import short_code_workload
 from tuner.engine import ServerOptions, SpecConfig
 from tuner.errors import ServerDiedError
-from tuner.trial import MeasureSettings, measure_config
+from tuner.measure.trial import MeasureSettings, measure_config
 from tuner.workload.loader import load_workload
 
 pytestmark = pytest.mark.integration

@@ -22,13 +22,13 @@ from fakes import Quiet
 from tuner.engine import ServerOptions, SpecConfig
 from tuner.errors import ServerDiedError
 from tuner.replay import LoadSpec
-from tuner.search.answer import DEFAULT_NOISE
-from tuner.search.k_by_batch_size import (PER_BATCH_SIZE, KByBatchSize, Level, batch_ranges, best_single,
+from tuner.decide.answer import DEFAULT_NOISE
+from tuner.decide.k_by_batch_size import (PER_BATCH_SIZE, KByBatchSize, Level, batch_ranges, best_single,
                                           drafter_config, k_by_batch_size_beats_single, tune_k_by_batch_size)
-from tuner.search.study import _k_by_batch_size_record, _measure_k_by_batch_size
-from tuner.stats import geometric_mean
+from tuner.study.loop import _k_by_batch_size_record, _measure_k_by_batch_size
+from tuner.decide.stats import geometric_mean
 from tuner.store import ResultStore, open_database
-from tuner.trial import MeasureSettings, measure_config_at_loads
+from tuner.measure.trial import MeasureSettings, measure_config_at_loads
 from tuner.workload import load_workload
 
 from reference_study import ENV, SERVER_ARGS, short_code_workload

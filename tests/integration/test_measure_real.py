@@ -83,7 +83,7 @@ def test_baseline_has_no_acceptance_with_a_fresh_server_per_repeat(tmp_path, tin
 def test_ngram_measured_once_the_server_is_steady(tmp_path, tiny_models, k):
     """--warmup-until-steady: the load's requests are replayed, unmeasured, until their tokens/s
     stops rising; the measured run's token counts (client and server) exclude them."""
-    from tuner.trial import MAX_WARMUP_REPLAYS, steady
+    from tuner.measure.trial import MAX_WARMUP_REPLAYS, steady
 
     spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
     m = measured(run_measure(tmp_path, tiny_models, "--spec", json.dumps(spec), "--warmup-until-steady"))

@@ -19,7 +19,7 @@ import pytest
 from optuna.trial import TrialState
 
 from reference_study import ENV, ROOT, SERVER_ARGS, ReferenceStudy, run_tuner, short_code_workload
-from tuner.search.output_check import NEAR_TIE_MARGIN
+from tuner.decide.output_check import NEAR_TIE_MARGIN
 from tuner.store import ResultStore, open_database
 
 sys.path.insert(0, str(ROOT / "scripts"))

@@ -21,8 +21,8 @@ import psutil
 import pytest
 
 from engine_layout import own_process
-from tuner.search import choose
-from tuner.search.workers import STALE_CAUSE
+from tuner.decide.answer import choose
+from tuner.study.workers import STALE_CAUSE
 from tuner.store import ResultStore, open_database
 
 from .serve_process import small_workload, wait_for

@@ -20,15 +20,16 @@ from tuner.engine import ServerOptions
 from tuner.errors import ServerStartError, TunerError
 from tuner.replay import LoadSpec, RequestResult
 from tuner.schedule.outcome import study_outcome
-from tuner.search import OptimizeSettings, SearchSpace, optimize
-from tuner.search import study as study_module
-from tuner.search.answer import choose
-from tuner.search.k_by_batch_size import k_by_batch_size_beats_single, tune_k_by_batch_size
-from tuner.search.slo import parse_slos
-from tuner.search.study import _k_by_batch_size_record
-from tuner.search.verdict import StudyRules, best_verdicts, study_verdict
+from tuner.study.loop import OptimizeSettings, optimize
+from tuner.plan.space import SearchSpace
+from tuner.study import loop as study_module
+from tuner.decide.answer import choose
+from tuner.decide.k_by_batch_size import k_by_batch_size_beats_single, tune_k_by_batch_size
+from tuner.decide.slo import parse_slos
+from tuner.study.loop import _k_by_batch_size_record
+from tuner.decide.verdict import StudyRules, best_verdicts, study_verdict
 from tuner.store import NOT_MEASURED, ResultStore, open_database, optuna_storage
-from tuner.trial import MeasureSettings
+from tuner.measure.trial import MeasureSettings
 from tuner.web import create_app
 from tuner.workload import Request, Workload
 
@@ -193,7 +194,7 @@ def test_a_schedule_whose_requests_failed_is_not_deployed(setup, monkeypatch):
 def test_a_measured_schedule_is_deployed_after_a_helper_worker_joined_the_study(setup, monkeypatch):
     """A helper worker's run (--workers, `tuner worker`) is the study's latest and stores no
     schedule. Before: the verdict read the latest run's record and deployed the single config."""
-    from tuner.search.verdict import best_from_store
+    from tuner.decide.verdict import best_from_store
 
     faster = lambda settings, spec: at_loads(settings, {C1: 200.0, "concurrency 4": 460.0}, spec)  # noqa: E731
     outcome = schedule_study(setup, monkeypatch, faster)

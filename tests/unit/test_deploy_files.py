@@ -1,5 +1,5 @@
 """The deployment files (Dockerfile, docker-compose.yml, deploy/) are valid and agree with the
-documented interface of `tuner serve` (docs/deploy.md)."""
+documented interface of `tuner serve` (docs/guide/deploy.md)."""
 
 import json
 import re

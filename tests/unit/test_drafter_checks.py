@@ -11,9 +11,9 @@ import pytest
 from safetensors.numpy import save_file
 
 from tuner.errors import UsageError
-from tuner.search import SearchSpace
-from tuner.search.checks import check_space
-from tuner.search.plan import plan_study
+from tuner.plan.space import SearchSpace
+from tuner.plan.checks import check_space
+from tuner.plan.study_plan import plan_study
 
 HIDDEN, LAYERS, VOCAB, DRAFT_VOCAB = 64, 4, 512, 256
 TARGET = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": HIDDEN,
@@ -156,7 +156,7 @@ def test_a_block_drafter_over_a_target_that_hands_out_no_hidden_states(tmp_path)
     with pytest.raises(UsageError, match=r"\(GPT2LMHeadModel\) does not hand its hidden states to a drafter"):
         check_space(SearchSpace(methods=("dflash",), drafts={"dflash": (str(draft),)}, fixed_k={"dflash": 3}),
                     str(gpt2))
-    # The Llama target does: DFlash drafts over it (docs/block-drafters.md).
+    # The Llama target does: DFlash drafts over it (docs/lab/block-drafters.md).
     assert check_space(SearchSpace(methods=("dflash",), drafts={"dflash": (str(draft),)}, fixed_k={"dflash": 3}),
                        str(target(tmp_path))) == []
 

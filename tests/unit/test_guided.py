@@ -5,11 +5,11 @@ import pytest
 
 from tuner.errors import UsageError
 from tuner.replay import LoadSpec
-from tuner.search.guided import GuidedSearch, drafter_of, k_of, key_of, mean_noise, observation, run_noise
-from tuner.search.predict import Observation, Prediction, StepCostModel, prediction_miss
-from tuner.search.k_by_batch_size import batch_ranges
-from tuner.search.slo import parse_slo
-from tuner.search.space import SearchSpace
+from tuner.propose.guided import GuidedSearch, drafter_of, k_of, key_of, mean_noise, observation, run_noise
+from tuner.propose.predict import Observation, Prediction, StepCostModel, prediction_miss
+from tuner.decide.k_by_batch_size import batch_ranges
+from tuner.decide.slo import parse_slo
+from tuner.plan.space import SearchSpace
 
 PROFILE = (0.8, 0.6, 0.45, 0.3, 0.2, 0.1)
 
@@ -81,7 +81,7 @@ def test_guided_order_baseline_then_highest_k_per_drafter_then_the_most_promisin
 
 def test_drafters_open_with_the_likeliest_winners_whatever_order_the_flags_named_them():
     # The H200 ten-minute study named eagle3, draft_model, ngram, then the DFlash drafter, and
-    # --time-limit 10m stopped it before DFlash, the winner (docs/gpu.md section 8).
+    # --time-limit 10m stopped it before DFlash, the winner (docs/lab/gpu.md section 8).
     space = SearchSpace(methods=("draft_model", "ngram", "eagle3", "dflash"), ks=(1, 2, 3, 4),
                         drafts={"draft_model": ("small",), "eagle3": ("head",), "dflash": ("block",)},
                         fixed_k={"dflash": 7})

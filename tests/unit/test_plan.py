@@ -1,7 +1,7 @@
 import pytest
 
 from tuner.errors import UsageError
-from tuner.search.plan import plan_study
+from tuner.plan.study_plan import plan_study
 
 STUDY = """
 trials = 7

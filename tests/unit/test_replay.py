@@ -206,7 +206,7 @@ def test_n_choices_are_counted_per_choice(fake):
 def test_a_server_is_steady_once_a_warm_up_replay_no_longer_rises():
     """--warmup-until-steady: the climb seen on an H200 (1603, 1936, 2128 tok/s, then 2131) is
     still rising until the last replay gains less than 3 % over the one before."""
-    from tuner.trial import steady
+    from tuner.measure.trial import steady
 
     assert not steady([]) and not steady([1603.0])  # one replay shows no trend
     assert not steady([1603.0, 1936.0]) and not steady([1603.0, 1936.0, 2128.0])

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 from tuner.report import StudyProgressView, k_by_batch_size_text, trials_table, verdict_text
 from tuner.replay import LoadSpec
-from tuner.search.k_by_batch_size import best_single, k_by_batch_size_beats_single, tune_k_by_batch_size
-from tuner.search.study import StudyOutcome, _k_by_batch_size_record
-from tuner.search.slo import parse_slos
-from tuner.search.verdict import StudyRules, study_verdict
+from tuner.decide.k_by_batch_size import best_single, k_by_batch_size_beats_single, tune_k_by_batch_size
+from tuner.study.loop import StudyOutcome, _k_by_batch_size_record
+from tuner.decide.slo import parse_slos
+from tuner.decide.verdict import StudyRules, study_verdict
 from tuner.store import TrialRow
 
 

@@ -22,7 +22,7 @@ from tuner.schedule.drift import DriftWatch, Reference
 from tuner.schedule.outcome import compare, study_outcome
 from tuner.schedule.runner import JobRunner, overlaps
 from tuner.schedule.service import ServeSettings, TuningService, enqueue_run
-from tuner.search import study_verdict
+from tuner.decide.verdict import study_verdict
 from tuner.store import JobStore, ResultStore, TrialRow, open_database
 
 UTC = timezone.utc

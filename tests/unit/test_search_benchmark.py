@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tuner.search import study as study_module
-from tuner.trial import MeasureSettings
+from tuner.study import loop as study_module
+from tuner.measure.trial import MeasureSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 

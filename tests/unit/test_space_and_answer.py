@@ -3,7 +3,8 @@ from datetime import datetime, timezone
 import pytest
 
 from tuner.errors import TunerError, UsageError
-from tuner.search import SearchSpace, choose, drafts_by_method, parse_ks
+from tuner.plan.space import SearchSpace, drafts_by_method, parse_ks
+from tuner.decide.answer import choose
 from tuner.store import TrialRow
 
 
@@ -105,8 +106,8 @@ def test_configs_shown_equal_go_to_the_smaller_k_and_the_rest_are_undecided():
 def test_relative_precision_and_the_replays_it_asks_for():
     from dataclasses import replace
 
-    from tuner.stats import relative_precision
-    from tuner.trial import MeasureSettings, enough_replays
+    from tuner.decide.stats import relative_precision
+    from tuner.measure.trial import MeasureSettings, enough_replays
 
     assert relative_precision([100.0]) == float("inf")
     assert relative_precision([100.0, 102.0, 98.0]) == pytest.approx(4.303 * 2.0 / 3 ** 0.5 / 100)
@@ -133,7 +134,7 @@ def test_relative_precision_and_the_replays_it_asks_for():
 
 def test_requests_per_client_sizes_each_load_s_replay(tmp_path):
     from tuner.replay import LoadSpec
-    from tuner.trial import MeasureSettings
+    from tuner.measure.trial import MeasureSettings
     from tuner.workload import load_workload
 
     path = tmp_path / "w.jsonl"
@@ -166,7 +167,7 @@ def test_a_steady_config_beats_a_noisy_one_with_the_same_median():
 
 def test_output_check_locates_the_first_different_token():
     from tuner.replay import RequestResult
-    from tuner.search.output_check import BaselineOutputs, compare_outputs, worst
+    from tuner.decide.output_check import BaselineOutputs, compare_outputs, worst
 
     def req(i, digest, tokens=None, greedy=True):
         return RequestResult(f"r{i}", 0.0, ok=True, text_digest=digest, greedy=greedy, output_tokens=3,
@@ -190,7 +191,7 @@ def test_a_divergence_at_the_baselines_own_near_tie_is_not_a_change():
     """Where the baseline's top two candidates were 0.02 apart in log-probability, a config that
     took the other one flipped a numeric near-tie; at a lead of 3.0 it changed the output."""
     from tuner.replay import RequestResult
-    from tuner.search.output_check import BaselineOutputs, compare_outputs, output_changed, worst
+    from tuner.decide.output_check import BaselineOutputs, compare_outputs, output_changed, worst
 
     def req(i, digest, tokens):
         return RequestResult(f"r{i}", 0.0, ok=True, text_digest=digest, greedy=True, output_tokens=3,
@@ -217,7 +218,7 @@ def test_the_reference_pass_keeps_its_lead_where_it_parts_from_the_measured_run(
     margins hold up to and at the token where the two part (the same prefix led there), and none
     after it. Seen in CI: the demo's code-10 tie at token 3 was lost and counted as a change."""
     from tuner.replay import RequestResult
-    from tuner.trial import _aligned
+    from tuner.measure.trial import _aligned
 
     measured = [RequestResult("a", 0.0, ok=True, token_ids=(1, 2, 3, 4, 5)),
                 RequestResult("b", 0.0, ok=True, token_ids=(1, 2))]
@@ -244,7 +245,7 @@ def test_the_starts_of_one_config_are_pooled_into_one_row_per_load():
     the answer sees one, from every replay of both, with the worse greedy check of the two."""
     from dataclasses import replace
 
-    from tuner.search.answer import pooled
+    from tuner.decide.answer import pooled
 
     k2 = {"method": "ngram", "num_speculative_tokens": 2}
     base = replace(row(None, 100), replays=(100.0, 100.0))

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from tuner.errors import UsageError
-from tuner.search import SearchSpace
+from tuner.plan.space import SearchSpace
 from tuner.engine.installed import installed_vllm_schema
-from tuner.search.checks import check_space
+from tuner.plan.checks import check_space
 
 
 def checkpoint(path, **config):
@@ -55,7 +55,7 @@ def test_matching_draft_passes(tmp_path):
 
 def test_a_workload_too_short_for_a_concurrency_level_is_warned_about():
     from tuner.replay import LoadSpec
-    from tuner.search.checks import check_loads
+    from tuner.plan.checks import check_loads
     loads = [LoadSpec("concurrency", 1), LoadSpec("concurrency", 8), LoadSpec("concurrency", 32)]
     (warning,) = check_loads(32, loads)
     assert "1.0 per client at concurrency 32" in warning and "at least 128 requests" in warning

@@ -1,6 +1,6 @@
 import pytest
 
-from tuner.stats import RepeatStats, bootstrap_ci, mad, repeat_stats, tied
+from tuner.decide.stats import RepeatStats, bootstrap_ci, mad, repeat_stats, tied
 
 
 def test_median_and_mad_on_known_data():
@@ -39,7 +39,7 @@ def test_tie_rule():
 
 
 def test_shown_equal_needs_replays_and_a_tight_difference():
-    from tuner.stats import shown_equal
+    from tuner.decide.stats import shown_equal
 
     steady = lambda median, n=4: RepeatStats(n=n, median=median, mad=0.5, ci_low=median, ci_high=median)
     assert shown_equal(steady(139.0), steady(140.0), 0.02)

@@ -14,11 +14,12 @@ from tuner.engine import ServerOptions
 from tuner.errors import MetricsError, ServerDiedError, ServerStartError, TunerError
 from tuner.replay import LoadSpec
 from tuner.report import answer_text, k_by_batch_size_text, outcome_dict
-from tuner.search import OptimizeSettings, SearchSpace, optimize
-from tuner.search import study as study_module
-from tuner.search.slo import parse_slos
+from tuner.study.loop import OptimizeSettings, optimize
+from tuner.plan.space import SearchSpace
+from tuner.study import loop as study_module
+from tuner.decide.slo import parse_slos
 from tuner.store import NOT_MEASURED, ResultStore, open_database, optuna_storage
-from tuner.trial import MeasureSettings
+from tuner.measure.trial import MeasureSettings
 from tuner.web import create_app
 from tuner.workload import Request, Workload
 
@@ -53,7 +54,7 @@ def test_tpe_branch_measures_distinct_configs_baseline_first(setup, monkeypatch)
 
 
 def test_a_study_s_noise_is_the_rule_every_later_reading_decides_under(setup, monkeypatch):
-    from tuner.search.verdict import best_from_store
+    from tuner.decide.verdict import best_from_store
 
     url, store, workload, settings = setup
     monkeypatch.setattr(study_module, "measure_config_at_loads",
@@ -489,7 +490,7 @@ def test_a_single_config_undecided_over_the_loads_is_started_again_too():
 
     from test_report import row
 
-    from tuner.search.study import _to_start_again
+    from tuner.study.loop import _to_start_again
 
     k = {n: {"method": "ngram", "num_speculative_tokens": n} for n in (2, 4)}
     c1, c8 = "concurrency 1", "concurrency 8"
@@ -516,7 +517,7 @@ def test_a_joining_worker_measures_no_config_before_the_baseline_is_complete(pos
     import threading
     import time
 
-    from tuner.search.workers import WAIT_S
+    from tuner.study.workers import WAIT_S
 
     path = tmp_path / "code.jsonl"
     path.write_text('{"prompt": "x"}\n')

@@ -10,12 +10,14 @@ from fakes import Quiet, fake_measurement
 from tuner.errors import UsageError
 from tuner.engine import ServerOptions
 from tuner.report import outcome_dict
-from tuner.search import OptimizeSettings, SearchSpace, optimize
-from tuner.search import study as study_module
-from tuner.search.plan import plan_study
-from tuner.search.time_limit import TimeLimit, parse_time_limit
+from tuner.study.loop import OptimizeSettings, optimize
+from tuner.plan.space import SearchSpace
+from tuner.study import loop as study_module
+from tuner.plan.study_plan import plan_study
+from tuner.plan.settings import parse_time_limit
+from tuner.study.time_limit import TimeLimit
 from tuner.store import ResultStore, open_database, optuna_storage
-from tuner.trial import MeasureSettings
+from tuner.measure.trial import MeasureSettings
 from tuner.workload import Request, Workload
 
 

@@ -15,7 +15,7 @@ from tuner.engine import ServerOptions
 from tuner.engine.log_cause import downloading
 from tuner.engine.server import VllmServer
 from tuner.errors import ServerStartError
-from tuner.trial import MeasureSettings, measure_config
+from tuner.measure.trial import MeasureSettings, measure_config
 from tuner.workload import Request, Workload
 
 STARTED = "(EngineCore pid=7) INFO 12-01 10:00:00 [weight_utils.py:530] Using model weights format ['*.safetensors']"

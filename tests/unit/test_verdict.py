@@ -19,11 +19,12 @@ from tuner.engine.deploy import production_args
 from tuner.metrics import latency_between, parse_counters
 from tuner.replay import LoadSpec, RequestResult, summarize
 from tuner.report import trials_table, verdict_text
-from tuner.search import SearchSpace, optimize
-from tuner.search.plan import plan_study
+from tuner.plan.space import SearchSpace
+from tuner.study.loop import optimize
+from tuner.plan.study_plan import plan_study
 from tuner.store import ResultStore, open_database, optuna_storage
-from tuner.trial import MeasureSettings
-from tuner.trust import CLIENT_BOUND, CLIENT_LAG, COALESCED, run_marks
+from tuner.measure.trial import MeasureSettings
+from tuner.decide.marks import CLIENT_BOUND, CLIENT_LAG, COALESCED, run_marks
 from tuner.web import create_app
 from tuner.workload import Request, Workload
 
@@ -155,7 +156,7 @@ def test_a_recorded_coalesced_stream_is_marked_and_prints_no_percentage(study):
 
 
 def test_a_marked_replay_is_replayed_once_and_the_new_one_kept(monkeypatch):
-    from tuner import trial as trial_module
+    from tuner.measure import trial as trial_module
 
     def run_result(marks):
         m = fake_measurement(None, 100.0)
@@ -212,7 +213,7 @@ def test_a_client_far_behind_the_servers_own_medians_is_marked():
 
 
 def test_a_client_still_lagging_when_replayed_once_more_is_bound_and_said_once(study, monkeypatch):
-    from tuner import trial as trial_module
+    from tuner.measure import trial as trial_module
 
     def run_result(marks):
         return replace(fake_measurement(None, 100.0).runs[0], marks=marks)
@@ -291,7 +292,7 @@ def test_allow_output_change_chooses_it_with_a_warning(study):
 
 
 def test_under_synthetic_acceptance_the_note_says_why_output_is_not_compared(study):
-    """--synthetic-acceptance allows output change by itself (tuner/search/plan.py): the note
+    """--synthetic-acceptance allows output change by itself (tuner/plan/study_plan.py): the note
     names that cause, not a flag the user never gave, and `tuner best` reads it from the store."""
     url, store, run = study
     outcome = run(changes_output_at_k4, plan_study(strategy="grid", allow_output_change=True).options,

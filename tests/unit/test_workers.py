@@ -9,9 +9,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.search.guided import GuidedSearch, key_of
-from tuner.search.space import SearchSpace
-from tuner.search.workers import (fail_stale, has_waiting, heartbeat, pending_keys,
+from tuner.propose.guided import GuidedSearch, key_of
+from tuner.plan.space import SearchSpace
+from tuner.study.workers import (fail_stale, has_waiting, heartbeat, pending_keys,
                                   remember_command, stored_command, study_options)
 from tuner.store import ResultStore, open_database, optuna_storage
 

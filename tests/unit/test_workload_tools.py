@@ -238,8 +238,8 @@ def test_classify_one_case_per_type(tmp_path, line, expected):
 
 # Cases the cue rules got right and the learned classifier gets wrong: very short prompts whose
 # material is a fragment (its training material is whole articles, passages and functions).
-# Strict: a model that gets one right again fails here, so the list stays true (docs/classifier.md).
-@pytest.mark.xfail(strict=True, reason="known miss of the learned classifier (docs/classifier.md)")
+# Strict: a model that gets one right again fails here, so the list stays true (docs/lab/classifier.md).
+@pytest.mark.xfail(strict=True, reason="known miss of the learned classifier (docs/lab/classifier.md)")
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
@@ -273,14 +273,14 @@ def test_library_workloads_classify_as_their_type(kind):
         pytest.skip(f"{path.name} is not in the library")
     workload = load_workload(path)
     # The library's files were written here and never trained on: a learned classifier gets most,
-    # not all, of them (docs/classifier.md lists the misses).
+    # not all, of them (docs/lab/classifier.md lists the misses).
     wrong = [r.label for r in workload.requests if classify(r) != kind]
     assert len(wrong) <= len(workload.requests) // 5, wrong
 
 
 def test_accuracy_on_the_held_out_split():
     # benchmarks/classifier_accuracy.py on the split the model never trained on
-    # (docs/classifier.md): the floors, 90 % overall and 80 % for every type.
+    # (docs/lab/classifier.md): the floors, 90 % overall and 80 % for every type.
     spec = importlib.util.spec_from_file_location(
         "classifier_accuracy", ROOT / "benchmarks" / "classifier_accuracy.py")
     bench = importlib.util.module_from_spec(spec)

@@ -9,7 +9,7 @@ parent: a reaper that took its parent at start as the one to watch then watched 
 a server running (seen in the fault suite: the tuner SIGKILLed as its server started). vLLM
 itself is not enough: a SIGTERM that reaches its API server while the engine is still starting
 can leave the API server and its engine processes running, holding the GPUs
-(docs/notes-from-code.md#tunerenginereaper).
+(docs/lab/notes-from-code.md#tunerenginereaper).
 """
 
 from __future__ import annotations

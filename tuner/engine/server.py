@@ -108,7 +108,7 @@ def server_environ() -> dict[str, str]:
     """The tuner's environment for a vLLM server, less PYTHONDONTWRITEBYTECODE: where it is set
     and vLLM was unpacked without .pyc files (an offline GPU host), every start compiled vLLM's
     and its dependencies' Python source again, in the API server and the engine-core process
-    alike (what that costs a start: docs/gpu.md). Without it the first start writes the bytecode
+    alike (what that costs a start: docs/lab/gpu.md). Without it the first start writes the bytecode
     and later starts read it. ``ServerOptions.env`` can still set it."""
     if "PYTHONDONTWRITEBYTECODE" in os.environ:
         note_once("PYTHONDONTWRITEBYTECODE is set: the tuner's vLLM servers run without it, so that "

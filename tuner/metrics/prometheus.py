@@ -1,7 +1,7 @@
 """Live acceptance per served model and workload type, read from a Prometheus server.
 
 PromQL over vLLM's spec-decode counters, summed per ``model_name`` (the served model name) and
-``workload_type`` (a label the operator puts on the scrape target; see docs/drift.md):
+``workload_type`` (a label the operator puts on the scrape target; see docs/guide/drift.md):
 
     rate   = increase(accepted tokens) / increase(draft tokens)
     length = 1 + increase(accepted tokens) / increase(drafts)

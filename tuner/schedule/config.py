@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import UsageError
-from tuner.search.plan import read_toml
+from tuner.plan.study_plan import read_toml
 
 DEFAULTS: dict[str, Any] = {
     "db": None, "host": "127.0.0.1", "port": 8080, "token": None, "prometheus": None,

@@ -32,8 +32,8 @@ import numpy as np
 
 from tuner.errors import TunerError
 from tuner.metrics.prometheus import TYPE_LABEL, Live, LiveAcceptance
-from tuner.search.answer import DEFAULT_NOISE
-from tuner.search.verdict import best_verdicts, verdicts
+from tuner.decide.answer import DEFAULT_NOISE
+from tuner.decide.verdict import best_verdicts, verdicts
 from tuner.store import ResultStore, ScheduleRow, TrialRow
 from tuner.workload import load_workload
 from tuner.workload.sample import output_lengths

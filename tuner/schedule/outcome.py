@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tuner.search.verdict import NONE, Verdict, verdicts
+from tuner.decide.verdict import NONE, Verdict, verdicts
 from tuner.store import TrialRow
 
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.child_process import Child, Orphan, start_child, stop_children, tuner_argv
+from tuner.study.child_process import Child, Orphan, start_child, stop_children, tuner_argv
 from tuner.schedule.outcome import study_outcome
 from tuner.store import JobRow, JobStore, ResultStore
 

@@ -152,11 +152,11 @@ class TrialMetrics(Base):
     # the trial's runs; None for the baseline itself or without greedy requests. Below 1, the
     # config changed greedy output; first_divergence: where, {"run", "request", "token", "margin",
     # "near_tie"}. greedy_near_tie_rate: the share that differ only where the baseline's top two
-    # candidates were within the near-tie margin (tuner/search/output_check.py).
+    # candidates were within the near-tie margin (tuner/decide/output_check.py).
     greedy_match_rate: Mapped[float | None] = mapped_column(Float)
     first_divergence: Mapped[dict | None] = mapped_column(JSON)
     greedy_near_tie_rate: Mapped[float | None] = mapped_column(Float)
-    # Why figures cannot be trusted (tuner.trust): the median run's marks, and repeats disagreeing.
+    # Why figures cannot be trusted (tuner.decide.marks): the median run's marks, and repeats disagreeing.
     marks: Mapped[list | None] = mapped_column(JSON)
     # The median run's server-side means (vLLM's histograms), the cross-check of the client's.
     server_ttft_mean_s: Mapped[float | None] = mapped_column(Float)

@@ -7,14 +7,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, selectinload
 
 from tuner.store.models import StudyRun, TargetModel, TrialMetrics, TrialRecord, TrialRun, WorkloadRecord
-from tuner.trial import Measurement
-from tuner.workload import Workload
+
+if TYPE_CHECKING:  # the rooms above that hand their results down to be stored
+    from tuner.measure.trial import Measurement
+    from tuner.workload import Workload
 
 
 def _now() -> datetime:
@@ -60,7 +62,7 @@ class TrialRow:
     proposal_reason: str | None = None
     failed_requests: int | None = None
     first_divergence: dict[str, Any] | None = None
-    marks: tuple[str, ...] = ()  # why some figures cannot be trusted (tuner.trust)
+    marks: tuple[str, ...] = ()  # why some figures cannot be trusted (tuner.decide.marks)
     server_tpot_mean_s: float | None = None
     server_ttft_mean_s: float | None = None
     deploy_args: tuple[str, ...] = ()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from tuner.child_process import Child, start_child, stop_children, tuner_argv
+from tuner.study.child_process import Child, start_child, stop_children, tuner_argv
 
 
 class RunRequest(BaseModel):

@@ -15,9 +15,9 @@ from typing import Any
 
 from tuner.errors import UsageError
 from tuner.report import verdict_dict
-from tuner.search.answer import Answer, trial_k
-from tuner.search.slo import pareto_front
-from tuner.search.verdict import StudyRules, Verdict, best_verdicts, verdicts
+from tuner.decide.answer import Answer, trial_k
+from tuner.decide.slo import pareto_front
+from tuner.decide.verdict import StudyRules, Verdict, best_verdicts, verdicts
 from tuner.schedule.views import schedule_views
 from tuner.store import JobStore, ResultStore, TrialRow
 from tuner.web.charts import Point, Rule, Series, xy_chart

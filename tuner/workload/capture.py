@@ -446,7 +446,7 @@ async def _serve(settings: CaptureSettings, out: IO[str], summary: CaptureSummar
 
 def _event_loop_run(main: Any) -> None:
     """uvloop where it is installed (vLLM's own dependency): it cut the proxy's CPU per request
-    (docs/capture.md); asyncio's loop otherwise."""
+    (docs/lab/capture.md); asyncio's loop otherwise."""
     try:
         import uvloop
     except ImportError:

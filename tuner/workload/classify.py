@@ -5,7 +5,7 @@ The rules, in the order they apply, so a user can predict the result:
 1. A line's own ``type`` field wins, whatever string it holds. ``tuner capture`` writes it from
    the client's ``X-Workload-Type`` header (or from ``--type``), so traffic can carry its label.
 2. Otherwise a text classifier (``type_model``: hashed word and character n-grams, a logistic
-   regression trained on public labelled prompts; docs/classifier.md) gives each of code, chat,
+   regression trained on public labelled prompts; docs/lab/classifier.md) gives each of code, chat,
    summarization, math, translation and rag a probability, from the system prompt and the ends
    of the last user message.
 3. When the most likely type's probability is below ``min_confidence`` (default
@@ -27,7 +27,7 @@ from tuner.workload.type_model import request_view, shipped_model
 
 MIXED = "mixed"
 TYPES = ("code", "chat", "summarization", "math", "translation", "rag", "other", MIXED)
-# Compared at 0, 0.4 and 0.5 on the held-out split (docs/classifier.md): 0.4 sets apart the
+# Compared at 0, 0.4 and 0.5 on the held-out split (docs/lab/classifier.md): 0.4 sets apart the
 # requests the model is most often wrong on while costing under one point of accuracy.
 DEFAULT_MIN_CONFIDENCE = 0.4
 _BATCH = 2048  # requests scored at once: the sparse matrix of a batch stays small

@@ -7,7 +7,7 @@ word 1-2-grams and character 3-4-grams (scikit-learn's ``HashingVectorizer``: no
 ship, the same hash at training and at run time) plus a few shape tokens (length, lines, digits,
 code fences), and scored by a multinomial logistic regression whose weights ship in
 ``type_model.npz`` beside this file (built by scripts/train_classifier.py from
-benchmarks/data/classifier/train.jsonl; docs/classifier.md says from what).
+benchmarks/data/classifier/train.jsonl; docs/lab/classifier.md says from what).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 WEIGHTS = Path(__file__).with_name("type_model.npz")
 # Characters kept at each end of a long message, and of the system prompt. The hashing is pure
-# Python per character, so these bound the cost of a request (docs/classifier.md, speed).
+# Python per character, so these bound the cost of a request (docs/lab/classifier.md, speed).
 ENDS = 256
 SYSTEM_CHARS = 256
 WORD_FEATURES = 2 ** 18

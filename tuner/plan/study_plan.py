@@ -22,38 +22,32 @@ concurrency = 8                # or [1, 4, 16, 64]: one trial replays each level
 ```
 
 Also where the flags that say how each configuration is measured (``RunOptions``) become the
-``MeasureSettings`` of `tuner measure` and `tuner optimize` (``measure_settings``), and where
-`tuner optimize` turns its flags into the study it runs (``prepare_study``).
+``MeasureSettings`` of `tuner measure` and `tuner optimize` (``measure_settings``);
+``tuner.study.prepare`` turns them into the study `tuner optimize` runs.
 """
 
 from __future__ import annotations
 
 import math
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import optuna
 
 from tuner.engine import ServerOptions
 from tuner.engine.server import parse_synthetic_acceptance
 from tuner.errors import UsageError
 from tuner.replay import LoadSpec
-from tuner.search.answer import DEFAULT_NOISE
-from tuner.search.checks import check_loads, check_space, check_synthetic_acceptance
-from tuner.search.output_check import NEAR_TIE_MARGIN
-from tuner.search.slo import parse_slos
-from tuner.search.space import (DEFAULT_KS, SearchSpace, block_ks, drafts_by_method, parse_ks,
+from tuner.decide.answer import DEFAULT_NOISE
+from tuner.plan.checks import check_synthetic_acceptance
+from tuner.decide.output_check import NEAR_TIE_MARGIN
+from tuner.decide.slo import parse_slos
+from tuner.plan.settings import OptimizeSettings, parse_time_limit
+from tuner.plan.space import (DEFAULT_KS, SearchSpace, block_ks, drafts_by_method, parse_ks,
                                 parse_lookup, proposal_ks)
-from tuner.search.study import OptimizeSettings, study_name
-from tuner.search.time_limit import parse_time_limit
-from tuner.search.workers import remember_command
-from tuner.store import ResultStore, database_url, open_database, optuna_storage
-from tuner.trial import MeasureSettings
-from tuner.worker_processes import local_gpu_sets
-from tuner.workload import Workload, load_workload
+from tuner.measure.trial import MeasureSettings
 
 KEYS = {
     "": {"trials", "time_limit", "noise", "strategy", "slo", "max_output_change", "allow_output_change", "near_tie_margin",
@@ -285,43 +279,3 @@ def measure_settings(run: RunOptions, loads: Sequence[LoadSpec], server_cmd: str
                              log_dir=run.log_dir, gpus=gpus, gpu_free_timeout_s=run.gpu_free_timeout,
                              synthetic_acceptance=run.acceptance_rates),
     )
-
-
-@dataclass(frozen=True)
-class PreparedStudy:
-    """A study `tuner optimize` is ready to run: what it searches and how each trial is measured,
-    where it is stored, and the GPUs of the helper workers to start beside this process."""
-
-    plan: StudyPlan
-    workload: Workload
-    settings: MeasureSettings
-    name: str
-    db_url: str
-    store: ResultStore
-    storage: optuna.storages.BaseStorage
-    helper_gpus: Sequence[tuple[int, ...] | None]
-
-
-def prepare_study(workload_path: Path, workload_type: str | None, model: str, run: RunOptions, *,
-                  db: str | None, workers: int, gpus: str | None, heartbeat: int,
-                  command: list[str], cwd: str, report: Callable[[str], None],
-                  allow_output_change: bool | None = None, **flags: Any) -> PreparedStudy:
-    """`tuner optimize`'s flags -> the study it runs. ``flags``: those of ``plan_study``;
-    ``command``: the creator's own options, stored on the study so that `tuner worker` can join
-    it; ``report`` hears the warnings of the checks of the space and the loads."""
-    if run.acceptance_rates and allow_output_change is None:
-        allow_output_change = True  # the synthetic sampler changes greedy output by design
-    plan = plan_study(allow_output_change=allow_output_change, **flags)
-    workload = load_workload(workload_path, workload_type)
-    url = database_url(db)
-    join = plan.options.join
-    gpu_sets = local_gpu_sets(url, workers, join, gpus)  # [0]: this process's, the rest: helpers'
-    settings = measure_settings(run, plan.loads, plan.server_cmd, plan.server_args, gpus=gpu_sets[0])
-    for warning in [*check_space(plan.space, model), *check_loads(len(workload.requests), settings.loads)]:
-        report(warning)
-    store = ResultStore(open_database(url))
-    storage = optuna_storage(url, heartbeat)
-    name = plan.options.name or study_name(model, workload.type, settings.loads_label)
-    if not join:
-        remember_command(storage, name, command, cwd)
-    return PreparedStudy(plan, workload, settings, name, url, store, storage, gpu_sets[1:])

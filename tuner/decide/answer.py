@@ -1,7 +1,7 @@
 """The answer at one load: the fastest configuration, if it beats the baseline by more than
 the measurement noise; otherwise the answer is to keep speculation off. A config that breaks a
 latency target, or changed greedy output beyond the allowed share, is never the answer.
-``tuner.search.verdict`` turns the answers of a study's loads into the one thing to deploy."""
+``tuner.decide.verdict`` turns the answers of a study's loads into the one thing to deploy."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tuner.errors import TunerError
-from tuner.search.guided import DEFAULT_RUN_NOISE
-from tuner.search.output_check import output_changed
-from tuner.search.slo import Slo, feasible
-from tuner.stats import RepeatStats, relative_precision, repeat_stats, shown_equal, tied
+from tuner.decide.stats import DEFAULT_RUN_NOISE
+from tuner.decide.output_check import output_changed
+from tuner.decide.slo import Slo, feasible
+from tuner.decide.stats import RepeatStats, relative_precision, repeat_stats, shown_equal, tied
 from tuner.store import TrialRow
-from tuner.trust import latency_trusted
+from tuner.decide.marks import latency_trusted
 
-DEFAULT_NOISE = 0.05  # the run-to-run spread of a shared host (docs/notes-from-code.md); repeats measure it
+DEFAULT_NOISE = 0.05  # the run-to-run spread of a shared host (docs/lab/notes-from-code.md); repeats measure it
 
 
 def trial_stats(t: TrialRow) -> RepeatStats:
@@ -186,7 +186,7 @@ def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE, slos: Seque
     those shown equal to it within that tolerance (``stats.shown_equal``: two replays or more of
     each) are tied, and the tied one with the smallest k wins; the others are undecided (the top
     one wins, and the answer says it is undecided between them). (Why the ties use the run
-    noise, not ``noise``: docs/notes-from-code.md.)
+    noise, not ``noise``: docs/lab/notes-from-code.md.)
     """
     done = pooled([t for t in trials if t.status == "complete" and t.tokens_per_s is not None
                    and t.kind == "study"])

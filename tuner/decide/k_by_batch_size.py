@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.replay import LoadSpec
-from tuner.search.answer import DEFAULT_NOISE, choose, eligible, pooled, trial_k, trial_stats
-from tuner.search.slo import Slo
-from tuner.search.guided import DEFAULT_RUN_NOISE
-from tuner.stats import RepeatStats, geometric_mean, shown_equal, tied
+from tuner.decide.answer import DEFAULT_NOISE, choose, eligible, pooled, trial_k, trial_stats
+from tuner.decide.slo import Slo
+from tuner.decide.stats import DEFAULT_RUN_NOISE
+from tuner.decide.stats import RepeatStats, geometric_mean, shown_equal, tied
 from tuner.store import TrialRow
 
 PER_BATCH_SIZE = "num_speculative_tokens_per_batch_size"
@@ -195,7 +195,7 @@ def k_by_batch_size_beats_single(k_by_batch_size_rows: Sequence[TrialRow] | None
     rule configs are compared by everywhere, ``answer.choose``). A tie keeps the single config,
     the simpler one to deploy. None when either lacks a measurement at some level. A k by batch
     size can measure slower than the same k without one, so this is not a given
-    (docs/notes-from-code.md#tunersearchk_by_batch_size)."""
+    (docs/lab/notes-from-code.md#tunerdecidek_by_batch_size)."""
     ours = {r.load: r for r in k_by_batch_size_rows or [] if r.tokens_per_s}
     theirs = {r.load: r for r in single or [] if r.tokens_per_s}
     if not theirs or not ours or ours.keys() != theirs.keys():

@@ -1,7 +1,7 @@
 """The worker processes of a shared study: the helpers `tuner optimize --workers N` starts beside
 itself, and `tuner worker`, which becomes the creator's `tuner optimize` joined to its study.
-How they share the study (heartbeats, stale trials) is ``tuner.search.workers``'s business; how a
-tuner child process is started and stopped is ``tuner.child_process``'s.
+How they share the study (heartbeats, stale trials) is ``tuner.study.workers``'s business; how a
+tuner child process is started and stopped is ``tuner.study.child_process``'s.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from tuner.child_process import Child, signal_group, start_child, tuner_argv
-from tuner.engine.gpus import parse_gpus, split_gpus
+from tuner.study.child_process import Child, signal_group, start_child, tuner_argv
 from tuner.errors import UsageError
-from tuner.search.workers import stored_command
+from tuner.study.workers import stored_command
 from tuner.store import database_url, open_database, optuna_storage
 
 
@@ -41,19 +40,6 @@ def join_study(study: str, db: str, gpus: str | None, gpu_free_timeout: float, h
         argv += ["--gpus", gpus]
     report(f"worker joins {study!r}")
     os.execv(sys.executable, argv)  # the same process (and process group), now the study's loop
-
-
-def local_gpu_sets(url: str, workers: int, join: bool, gpus: str | None) -> Sequence[tuple[int, ...] | None]:
-    """The GPUs of each of this host's ``workers`` (None: the host's), once the study's database
-    is one they can share."""
-    if (workers > 1 or join) and url.startswith("sqlite"):
-        raise UsageError("several workers on one study need a database they can share: SQLite "
-                         "is one file on one host and locks under concurrent writers; pass "
-                         "--db postgresql://USER@HOST/DB")
-    if workers < 1:
-        raise UsageError(f"--workers must be >= 1, got {workers}")
-    owned = parse_gpus(gpus)
-    return split_gpus(owned, workers) if owned else [None] * workers
 
 
 @contextlib.contextmanager

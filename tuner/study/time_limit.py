@@ -4,30 +4,10 @@ the best of what was measured, and the same command goes on with the study."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-
-from tuner.errors import UsageError
-
-_UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
-
-
-def parse_time_limit(text: str | int | float) -> float:
-    """Seconds from "600", "600s", "10m" or "1.5h" (a study file may give a number)."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        seconds = float(text)
-    else:
-        match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*(s|m|min|h)?\s*", str(text))
-        if match is None:
-            raise UsageError(f"--time-limit must be a duration like 600, 600s, 10m or 1h, got {text!r}")
-        seconds = float(match.group(1)) * _UNITS[match.group(2) or ""]
-    if seconds <= 0:
-        raise UsageError(f"--time-limit must be more than 0 seconds, got {text!r}")
-    return seconds
-
 
 @dataclass
 class TimeLimit:

@@ -28,7 +28,7 @@ import numpy as np
 # How far the step time may bend away from a straight line before a drafter has three trials to
 # show it: |e''| / 2 in units of e(k_max) / k_max^2. 0.6 trusts the line through (0, a) and the
 # trial at k_max to 15 % of e(k_max) at k_max / 2, a wide prior: about what the stored search
-# table's drafters bend by (docs/notes-from-code.md#tunersearchpredict).
+# table's drafters bend by (docs/lab/notes-from-code.md#tunerproposepredict).
 PRIOR_CURVATURE = 0.6
 
 
@@ -123,7 +123,7 @@ class StepCostModel:
     def acceptance_length(self, drafter: str, k: int) -> float:
         """tau(k) from the highest-k trial's profile, corrected by the drafter's own trials: a run
         at k measures its tau(k) directly, and a high-k run's profile reads it somewhat apart (its
-        drafts start at other positions; docs/notes-from-code.md#tunersearchpredict). The
+        drafts start at other positions; docs/lab/notes-from-code.md#tunerproposepredict). The
         correction is interpolated in k."""
         profile = self.profile(drafter)
         anchors = sorted({o.k: o.acceptance_length(o.k) / profile.acceptance_length(o.k)

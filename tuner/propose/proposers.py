@@ -1,6 +1,6 @@
 """What a study measures next: one small interface, one implementation per strategy.
 
-The study loop (``tuner.search.study.optimize``) asks its proposer, before each trial, to put the
+The study loop (``tuner.study.loop.optimize``) asks its proposer, before each trial, to put the
 next configuration in the Optuna study's queue, and tells it which configuration a trial took.
 It never asks which strategy it runs:
 
@@ -19,9 +19,9 @@ from typing import Protocol
 import optuna
 from optuna.trial import TrialState
 
-from tuner.search.guided import DEFAULT_RUN_NOISE, GuidedSearch, key_of, mean_noise
-from tuner.search.predict import Observation
-from tuner.search.space import Candidate
+from tuner.propose.guided import DEFAULT_RUN_NOISE, GuidedSearch, key_of, mean_noise
+from tuner.propose.predict import Observation
+from tuner.plan.space import Candidate
 
 Measured = dict[str, Observation | None]  # config key -> what its trial gave (None: failed)
 
@@ -91,7 +91,7 @@ class SamplerProposer:
 
 
 class GuidedProposer:
-    """The step-cost model's next config (``tuner.search.guided``), with its reason and
+    """The step-cost model's next config (``tuner.propose.guided``), with its reason and
     prediction as trial attributes. ``spreads``: (relative MAD, repeats) of the measured runs,
     from which the run-to-run noise is estimated before each proposal."""
 

@@ -38,18 +38,17 @@ import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
-from tuner.search.predict import Observation, Prediction, StepCostModel, prediction_miss
-from tuner.search.space import BASELINE, FIXED_K, Candidate
+from tuner.decide.stats import DEFAULT_RUN_NOISE
+from tuner.plan.settings import DEFAULT_Z
+from tuner.propose.predict import Observation, Prediction, StepCostModel, prediction_miss
+from tuner.plan.space import BASELINE, FIXED_K, Candidate
 
-DEFAULT_Z = 1.28  # "plausibly": a one-sided 90 % bound
 # Which drafters are measured first (step 2), whatever order the flags named them in. Drafts made
 # for the target (eagle3, the block drafters, MTP heads) before the free ngram and suffix, and the
 # separate draft model last: it starts slowest and, on the H200, ran below the baseline at every
-# load (0.59-0.69x, docs/gpu.md section 8). With --time-limit 10m a cold H200 stopped after four
+# load (0.59-0.69x, docs/lab/gpu.md section 8). With --time-limit 10m a cold H200 stopped after four
 # trials in the flags' order (eagle3, draft_model, ngram) before DFlash, the study's winner.
 OPENING_ORDER = ("eagle3", "dflash", "dspark", "mtp", "ngram", "suffix", "draft_model")
-# Run-to-run spread assumed until repeats measure it (--repeats 2 or more).
-DEFAULT_RUN_NOISE = 0.02
 
 
 def drafter_of(params: dict) -> str:

@@ -22,13 +22,13 @@ from typing import Any
 
 from tuner.engine.deploy import production_args, serve_command
 from tuner.errors import TunerError
-from tuner.search.answer import DEFAULT_NOISE, Answer, choose, eligible, pooled, undecided_text
-from tuner.search.output_check import divergence_text
-from tuner.search.k_by_batch_size import k_by_batch_size_beats_single, single_answer, single_stats
-from tuner.search.slo import Slo, parse_slos
-from tuner.stats import geometric_mean, tied
+from tuner.decide.answer import DEFAULT_NOISE, Answer, choose, eligible, pooled, undecided_text
+from tuner.decide.output_check import divergence_text
+from tuner.decide.k_by_batch_size import k_by_batch_size_beats_single, single_answer, single_stats
+from tuner.decide.slo import Slo, parse_slos
+from tuner.decide.stats import geometric_mean, tied
 from tuner.store import NOT_MEASURED, TrialRow
-from tuner.trust import CLIENT_BOUND, LATENCY_MARKS
+from tuner.decide.marks import CLIENT_BOUND, LATENCY_MARKS
 
 CONFIG, K_BY_BATCH_SIZE, OFF, NONE = "config", "k_by_batch_size", "off", "none"
 
@@ -146,7 +146,7 @@ def _notes(answers: dict[str, Answer], shown: Sequence[TrialRow], rules: StudyRu
 
 def client_bound_note(rows: Sequence[TrialRow]) -> str | None:
     """One sentence when the tuner's own client, not the server, set the pace of a replay that
-    was already replayed once more for it (tuner.trust.CLIENT_BOUND)."""
+    was already replayed once more for it (tuner.decide.marks.CLIENT_BOUND)."""
     bound = list({(r.label, r.load): r for r in rows if CLIENT_BOUND in r.marks}.values())
     if not bound:
         return None

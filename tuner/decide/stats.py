@@ -17,6 +17,9 @@ MAD_SCALE = 1.4826  # makes the MAD estimate a normal distribution's standard de
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 T_95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812}
 
+# Run-to-run spread assumed until repeats measure it (--repeats 2 or more): configs within it of
+# each other are ties (decide.answer), and the guided search plans with it (propose.guided).
+DEFAULT_RUN_NOISE = 0.02
 
 def t_975(df: int) -> float:
     return T_975.get(df, 1.96 + 2.4 / df) if df >= 1 else math.inf

@@ -1,8 +1,8 @@
 """Several workers on one study: Optuna's heartbeats on running trials, stale ones failed and
 queued again, and what the other workers are measuring right now. The worker processes
-themselves are started in ``tuner.worker_processes`` (this room starts no processes).
+themselves are started in ``tuner.study.processes`` (this room starts no processes).
 
-Every worker runs the same loop (`tuner.search.study.optimize`) on the shared RDB study; Optuna
+Every worker runs the same loop (`tuner.study.loop.optimize`) on the shared RDB study; Optuna
 hands each waiting trial to exactly one of them. A worker that dies stops sending heartbeats;
 the next worker to look fails its trial (Optuna's ``fail_stale_trials``), Optuna's
 RetryHeartbeatStaleTrialCallback queues it again, and the trial is run once more.
@@ -19,10 +19,10 @@ from collections.abc import Iterator
 import optuna
 from optuna.trial import TrialState
 
-from tuner.search.guided import key_of
+from tuner.propose.guided import key_of
 from tuner.store import ResultStore
 
-log = logging.getLogger("tuner.search")
+log = logging.getLogger("tuner.study")
 WAIT_S = 5.0  # between looks at the study while other workers' trials decide what comes next
 STALE_CAUSE = "its worker stopped sending heartbeats (killed or cut off); the trial is queued again"
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from tuner.metrics import ServerLatency
 from tuner.replay import ReplaySummary, RequestResult
-from tuner.stats import mad
+from tuner.decide.stats import mad
 
 COALESCED = "coalesced stream"
 CLIENT_LAG = "client lagged the server"

@@ -23,8 +23,8 @@ from tuner.engine import ServerOptions, SpecConfig, VllmServer
 from tuner.errors import MetricsError, ServerDiedError, TunerError, UsageError
 from tuner.metrics import Acceptance, ServerLatency, acceptance_between, latency_between, scrape_counters
 from tuner.replay import LoadSpec, ReplaySummary, RequestResult, first_different_token, replay, summarize
-from tuner.stats import RepeatStats, relative_precision, repeat_stats
-from tuner.trust import REMEASURABLE, REPEATS_DISAGREE, repeats_disagree, run_marks, still_client_bound
+from tuner.decide.stats import RepeatStats, relative_precision, repeat_stats
+from tuner.decide.marks import REMEASURABLE, REPEATS_DISAGREE, repeats_disagree, run_marks, still_client_bound
 from tuner.workload import Workload
 
 
@@ -38,11 +38,11 @@ class MeasureSettings:
     load: LoadSpec = field(default_factory=LoadSpec)
     warmup: int = 2  # requests sent first and excluded: the first request after start is slow
     # Then warm-up replays of the load's requests until the tokens/s stops rising (``steady``):
-    # on an H200 a fresh server's tokens/s climbed for up to a minute of load (docs/gpu.md section 7).
+    # on an H200 a fresh server's tokens/s climbed for up to a minute of load (docs/lab/gpu.md section 7).
     warmup_until_steady: bool = False
     repeats: int = 1  # replays of the workload per configuration
     # "same-server": one server, prefix cache reset between replays (one start per config);
-    # "fresh-server": a new server per replay (steadier on a busy host, docs/search.md; but a
+    # "fresh-server": a new server per replay (steadier on a busy host, docs/lab/search.md#repeat-modes-and-cpu-pinning; but a
     # restart per repeat).
     repeat_mode: str = "same-server"
     # Replays go on past ``repeats`` until the tokens/s is known to ``precision`` (half the 95 %
@@ -131,7 +131,7 @@ class RunResult:
     server_generation_tokens: int  # from /metrics; cross-checks the client's own count
     requests: list[RequestResult]
     server_latency: ServerLatency | None = None  # the server's own histograms over this replay
-    marks: tuple[str, ...] = ()  # why figures of this replay cannot be trusted (tuner.trust)
+    marks: tuple[str, ...] = ()  # why figures of this replay cannot be trusted (tuner.decide.marks)
     remeasured: tuple[str, ...] = ()  # the marks of an earlier replay this one replaced
 
 

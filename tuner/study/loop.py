@@ -1,9 +1,9 @@
-"""The Optuna study: ask for a configuration, measure it (tuner.trial), tell the result, store it.
+"""The Optuna study: ask for a configuration, measure it (tuner.measure.trial), tell the result, store it.
 
 Each trial restarts a server, so the loop is ask/tell rather than ``study.optimize``. What to
-ask for next is the strategy's proposer's business (``tuner.search.proposers``: guided, the
+ask for next is the strategy's proposer's business (``tuner.propose.proposers``: guided, the
 default, by the step-cost model; tpe by Optuna's TPE; grid, everything); the loop only asks it.
-Several workers share one study through Optuna's storage (``tuner.search.workers``).
+Several workers share one study through Optuna's storage (``tuner.study.workers``).
 
 A trial measures its config at every load of ``--concurrency 1,4,16`` on one server. Latency
 targets (``--slo``) are Optuna constraints (``Trial.set_constraint``, which TPE honours).
@@ -29,74 +29,30 @@ from tuner.engine.installed import gpu_name
 from tuner.engine.server import synthetic_text
 from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
-from tuner.search.answer import DEFAULT_NOISE, Answer, choose, pooled, trial_stats
-from tuner.search.output_check import NEAR_TIE_MARGIN, BaselineOutputs, compare_outputs, output_changed, worst
-from tuner.search.guided import DEFAULT_RUN_NOISE, DEFAULT_Z, key_of, observation
-from tuner.search.proposers import Proposer, QueueProposer, SamplerProposer, guided_proposer, to_rerun
-from tuner.search.predict import Observation
-from tuner.search.k_by_batch_size import (KByBatchSize, best_single, k_by_batch_size_beats_single,
+from tuner.decide.answer import DEFAULT_NOISE, Answer, choose, pooled, trial_stats
+from tuner.decide.output_check import NEAR_TIE_MARGIN, BaselineOutputs, compare_outputs, output_changed, worst
+from tuner.propose.guided import DEFAULT_RUN_NOISE, key_of, observation
+from tuner.propose.proposers import Proposer, QueueProposer, SamplerProposer, guided_proposer, to_rerun
+from tuner.propose.predict import Observation
+from tuner.decide.k_by_batch_size import (KByBatchSize, best_single, k_by_batch_size_beats_single,
                                           single_answer, single_stats, tune_k_by_batch_size)
-from tuner.search.slo import Slo, pareto_front
-from tuner.search.space import Candidate, SearchSpace
-from tuner.search.time_limit import TimeLimit
-from tuner.search.verdict import StudyRules, Verdict, measured_loads, study_verdict
-from tuner.search.workers import WAIT_S, fail_stale, has_waiting, heartbeat, heartbeats_on, pending_keys
-from tuner.stats import RepeatStats, geometric_mean
+from tuner.decide.slo import pareto_front
+from tuner.plan.space import Candidate, SearchSpace
+from tuner.plan.settings import OptimizeSettings, study_name
+from tuner.study.time_limit import TimeLimit
+from tuner.decide.verdict import StudyRules, Verdict, measured_loads, study_verdict
+from tuner.study.workers import WAIT_S, fail_stale, has_waiting, heartbeat, heartbeats_on, pending_keys
+from tuner.decide.stats import RepeatStats, geometric_mean
 from tuner.store import NOT_MEASURED, ResultStore, TrialRow
-from tuner.trial import MeasureSettings, Measurement, Progress, measure_config_at_loads
+from tuner.measure.trial import MeasureSettings, Measurement, Progress, measure_config_at_loads
 from tuner.workload import Workload
 
 MAX_ERROR_RATE = 0.1  # more failed requests than this and the figures mean nothing
 INTERRUPTED = "interrupted"
 NOT_MEASURED_ATTR = "not_measured"  # user attr: the transient fault that kept a trial from being measured
-STRATEGIES = ("guided", "tpe", "grid")
 # Servers one config is measured on at most: an undecided config gets one more start, whose
 # replays are pooled with the first's (answer.pooled), when its own server's spread may be why.
 MAX_STARTS = 2
-
-
-@dataclass(frozen=True)
-class OptimizeSettings:
-    trials: int = 20  # most configurations measured (server restarts), baseline included
-    noise: float = DEFAULT_NOISE
-    seed: int = 0
-    strategy: str = "guided"
-    slos: tuple[Slo, ...] = ()
-    warm_start: bool = True
-    name: str | None = None  # the Optuna study; default "model | workload type | load"
-    z: float = DEFAULT_Z  # guided: how many standard deviations count as "plausibly better"
-    # A worker joining a study others run (`tuner worker`): it leaves their running trials alone
-    # (only stale ones are failed), and the creator alone measures the final k by batch size.
-    join: bool = False
-    # Share of greedy requests a config may change and still be chosen (GPUs may flip near-ties);
-    # allow_output_change: chosen whatever it changed, with a warning.
-    max_output_change: float = 0.0
-    allow_output_change: bool = False
-    # A divergence where the baseline's top two candidates were closer than this in
-    # log-probability is a numeric near-tie, not a change (tuner/search/output_check.py).
-    near_tie_margin: float = NEAR_TIE_MARGIN
-    # Server arguments of production, kept in the answer's `vllm serve` line (--deploy-arg).
-    deploy_args: tuple[str, ...] = ()
-    # --time-limit: no server start whose trial would end later than this after the run began.
-    time_limit_s: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise UsageError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
-        if self.trials < 1:
-            raise UsageError(f"--trials must be >= 1, got {self.trials}")
-        if not 0 <= self.max_output_change <= 1:
-            raise UsageError(f"--max-output-change must be between 0 and 1, got {self.max_output_change}")
-        if self.time_limit_s is not None and self.time_limit_s <= 0:
-            raise UsageError(f"--time-limit must be more than 0 seconds, got {self.time_limit_s}")
-        if self.near_tie_margin < 0:
-            raise UsageError(f"--near-tie-margin must be >= 0 (0: every divergence is a change), "
-                             f"got {self.near_tie_margin}")
-
-    @property
-    def output_rule(self) -> float | None:
-        """The allowed share of changed greedy requests; None: any (--allow-output-change)."""
-        return None if self.allow_output_change else self.max_output_change
 
 
 @dataclass(frozen=True)
@@ -124,10 +80,6 @@ class StudyProgress(Progress, Protocol):
     def trial_started(self, number: int, label: str, done: int, budget: int) -> None: ...
 
     def trial_finished(self, row: TrialRow) -> None: ...
-
-
-def study_name(model: str, workload_type: str, load_label: str) -> str:
-    return f"{model} | {workload_type} | {load_label}"
 
 
 def make_sampler(options: OptimizeSettings) -> optuna.samplers.BaseSampler:

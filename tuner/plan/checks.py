@@ -4,11 +4,14 @@ cannot be made (a hub checkpoint not in the local cache) is one warning line, ne
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tuner.engine import SpecConfig
+from tuner.engine.gpus import parse_gpus, split_gpus
 from tuner.engine.checkpoints import BLOCK_METHODS, Checkpoint, missing_local
 from tuner.engine.installed import gives_aux_hidden_states, installed_vllm_schema
 from tuner.errors import UsageError
-from tuner.search.space import FIXED_K, SearchSpace
+from tuner.plan.space import FIXED_K, SearchSpace
 
 # Fields that make two configs the same model (a renamed local copy still matches).
 IDENTITY = ("architectures", "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -249,7 +252,7 @@ def check_mtp(checkpoint: Checkpoint, ks: tuple[int, ...]) -> None:
 
 
 # A closed loop of C clients over fewer than this many requests per client is mostly ramp-up
-# and tail, and its replays disagree far more than at concurrency 1 (docs/gpu.md).
+# and tail, and its replays disagree far more than at concurrency 1 (docs/lab/gpu.md).
 MIN_REQUESTS_PER_CLIENT = 4
 
 
@@ -276,3 +279,16 @@ def check_synthetic_acceptance() -> None:
         raise UsageError(f"--synthetic-acceptance cannot run on the installed vLLM ({refused}: its engine "
                          "would die at the first request); drop --synthetic-acceptance, or run the "
                          "what-if study on a GPU host's vLLM")
+
+
+def local_gpu_sets(url: str, workers: int, join: bool, gpus: str | None) -> Sequence[tuple[int, ...] | None]:
+    """The GPUs of each of this host's ``workers`` (None: the host's), once the study's database
+    is one they can share."""
+    if (workers > 1 or join) and url.startswith("sqlite"):
+        raise UsageError("several workers on one study need a database they can share: SQLite "
+                         "is one file on one host and locks under concurrent writers; pass "
+                         "--db postgresql://USER@HOST/DB")
+    if workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {workers}")
+    owned = parse_gpus(gpus)
+    return split_gpus(owned, workers) if owned else [None] * workers
