@@ -6,7 +6,6 @@ import contextlib
 import dataclasses
 import functools
 import inspect
-import json
 import math
 import os
 import signal
@@ -17,15 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from tuner.engine import SpecConfig
 from tuner.engine.gpus import parse_gpus
 from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
-from tuner.report import (MeasureProgress, StudyProgressView, k_by_batch_size_text, measurement_table,
-                          outcome_dict, pareto_table, trials_table, verdict_dict, verdict_text)
+from tuner.outputs import Format, Output, chosen_format, console, err_console
+from tuner.outputs.report import (MeasureProgress, StudyProgressView, measurement_table, optimize_report,
+                                  outcome_dict, verdict_dict, verdict_text)
 from tuner.measure.trial import measure_config
 from tuner.workload import load_workload
 
@@ -113,9 +112,6 @@ app = typer.Typer(
     help="Find the fastest vLLM speculative-decoding configuration for your model and traffic.",
     no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False, cls=OneLineErrors,
 )
-# Piped output (CI logs, `| tee`) gets room for the trials table instead of rich's 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 150)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 
 workload_app = typer.Typer(help="Workload files: import, inspect, sample, split.", no_args_is_help=True)
@@ -195,6 +191,9 @@ SyntheticOpt = Annotated[Optional[str], typer.Option(
 SYNTHETIC_NOTE = ("note: acceptance was synthetic ({rates}): these figures are this host's step costs "
                   "at that profile, not what the draft itself would reach; measure again without "
                   "--synthetic-acceptance before deploying")
+FormatOpt = Annotated[Optional[Format], typer.Option(
+    "--format", help="table (default) or json: one JSON document on stdout, notes on stderr.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Same as --format json.")]
 WriteConfigOpt = Annotated[Optional[Path], typer.Option(
     callback=lambda path: _checked(check_output_file, path),
     help="Write the answer's speculative config to this JSON file (speculative-config.json); "
@@ -215,7 +214,7 @@ SHARED_RUN_OPTIONS = (
 
 
 def takes_run_options(command):
-    """Gives a command the shared options (placed before its --json, where Typer lists them) and
+    """Gives a command the shared options (placed before its --format, where Typer lists them) and
     calls it with ``run``, one RunOptions of every RunOptions field among its options; the shared
     options that are no RunOptions field (the server command and arguments) stay keywords."""
     shared = {name for name, _, _ in SHARED_RUN_OPTIONS}
@@ -223,7 +222,7 @@ def takes_run_options(command):
     own = [p.replace(kind=keyword, annotation=eval(p.annotation, command.__globals__)
                      if isinstance(p.annotation, str) else p.annotation)
            for p in inspect.signature(command).parameters.values() if p.name != "run" and p.name not in shared]
-    at = next(i for i, p in enumerate(own) if p.name == "as_json")
+    at = next(i for i, p in enumerate(own) if p.name == "fmt")
     added = [inspect.Parameter(name, keyword, annotation=kind, default=default)
              for name, kind, default in SHARED_RUN_OPTIONS]
 
@@ -298,7 +297,8 @@ def measure(
     rate: RateOpt = None,
     time_scale: TimeScaleOpt = 1.0,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the Poisson arrivals.")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON.")] = False,
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
     synthetic_acceptance: SyntheticOpt = None,
     *, run: RunOptions, server_cmd: Optional[str], server_arg: Optional[list[str]],
 ) -> None:
@@ -307,22 +307,20 @@ def measure(
     from tuner.plan.study_plan import measure_settings
 
     with user_errors():
+        out = Output(chosen_format(fmt, as_json))
         config = spec_from_options(spec, method, draft, k)
         for warning in check_config(config, model):
-            err_console.print(warning, highlight=False, soft_wrap=True)
+            out.note(warning)
         loaded = load_workload(workload, workload_type)
         load_spec = LoadSpec(load, concurrency, rate, time_scale, seed)  # type: ignore[arg-type]
         for warning in check_loads(len(loaded.requests), [load_spec]):
-            err_console.print(warning, highlight=False, soft_wrap=True)
+            out.note(warning)
         settings = measure_settings(run, [load_spec], server_cmd, server_arg or [])
         with MeasureProgress(err_console) as progress:
             result = measure_config(model, config, loaded, settings, progress)
-        if as_json:
-            print(json.dumps(result.to_dict(), indent=2))
-        else:
-            console.print(measurement_table(result))
+        out.result(result.to_dict, lambda: [measurement_table(result)])
         if run.acceptance_rates and config is not None:
-            err_console.print(SYNTHETIC_NOTE.format(rates=run.synthetic_acceptance), highlight=False, soft_wrap=True)
+            out.note(SYNTHETIC_NOTE.format(rates=run.synthetic_acceptance))
 
 
 @app.command()
@@ -365,7 +363,8 @@ def optimize(
     name: Annotated[Optional[str], typer.Option(
         help="Study name (default 'MODEL | TYPE | LOAD'; the same name resumes the study, a new "
              "one, such as a nightly date, starts a warm-started study).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
     workers: Annotated[int, typer.Option(
         help="Processes measuring the study at once on this host (each with its own server); "
              "more than one needs PostgreSQL (--db postgresql://...). `tuner worker` joins from "
@@ -399,6 +398,7 @@ def optimize(
 
     with user_errors("the vLLM server was stopped; finished trials are stored, "
                      "and the same command resumes the study"):
+        out = Output(chosen_format(fmt, as_json))
         # What `tuner worker` replays to join: this command's own options.
         own_args = sys.argv[sys.argv.index("optimize") + 1:] if "optimize" in sys.argv else []
         study = prepare_study(
@@ -420,23 +420,8 @@ def optimize(
                                 plan.options, progress, on_ready=start_helpers, began=began)
         rows = store.trials(study_name=outcome.study_name)
         written = write_speculative_config(outcome.verdict, write_config)
-        if as_json:
-            print(json.dumps(outcome_dict(outcome), indent=2))
-            return
-        console.print(trials_table(rows))
-        if workers > 1 or join:
-            console.print(f"trials of this study, every worker's: {len(rows)}")
-        console.print(f"server starts in this run: {outcome.restarts} "
-                      f"(the grid of this space: {len(plan.space.candidates())})")
-        if outcome.time_limit_reached:
-            console.print(f"[yellow]stopped by --time-limit after {outcome.elapsed_s:.0f} s[/]: no trial "
-                          "fitted in the time left, so the answer below is the best of what was measured; "
-                          "the same command goes on with the study", highlight=False, soft_wrap=True)
-        console.print(pareto_table(rows, plan.options.slos))
-        if outcome.k_by_batch_size is not None:
-            console.print(k_by_batch_size_text(outcome), highlight=False, soft_wrap=True)
-        # A what-if study (--synthetic-acceptance) says so in the verdict's own notes.
-        console.print(verdict_text(outcome.verdict, rows, written), highlight=False, soft_wrap=True)
+        out.result(lambda: outcome_dict(outcome),
+                   lambda: optimize_report(outcome, rows, len(plan.space.candidates()), workers > 1 or join, written))
 
 
 @app.command()
@@ -447,7 +432,8 @@ def best(
         parser=NOISE, help="Noise margin a winner must beat; default: each study's own --noise (0.05 for a "
              "study that stored none).")] = None,
     db: DbOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
     write_config: WriteConfigOpt = None,
 ) -> None:
     """The best configuration per (model, workload type) across all studies in the database,
@@ -462,16 +448,12 @@ def best(
             raise UsageError(f"--write-config needs one answer, and {len(found)} match; "
                              "pick one with --model and --workload-type")
         written = write_speculative_config(found[0], write_config) if found else None
-        if as_json:
-            print(json.dumps([verdict_dict(v) for v in found], indent=2))
-            return
-        if not found:
-            err_console.print("no completed study matches; run `tuner optimize` first")
+        out = Output(chosen_format(fmt, as_json))
+        if not found and not out.json:
+            out.note("no completed study matches; run `tuner optimize` first")
             raise typer.Exit(1)
-        for verdict in found:
-            console.print(verdict_text(verdict, store.trials(study_name=verdict.study_name), written),
-                          highlight=False, soft_wrap=True)
-            console.print()
+        out.result(lambda: [verdict_dict(v) for v in found],
+                   lambda: [f"{verdict_text(v, store.trials(study_name=v.study_name), written)}\n" for v in found])
 
 
 @app.command()
@@ -542,18 +524,18 @@ def workload_stats_command(
     path: Annotated[Path, typer.Argument(help="Workload JSONL.")],
     tokenizer: Annotated[Optional[str], typer.Option(
         help="Local tokenizer folder: prompt lengths in tokens instead of characters.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
     min_confidence: MinConfidenceOpt = 0.4,
 ) -> None:
     """Request count, guessed types, prompt and output lengths, arrival rate, chat vs completion."""
-    from tuner.workload.stats import stats_dict, stats_table, workload_stats
+    from tuner.outputs.workload import stats_table
+    from tuner.workload.stats import stats_dict, workload_stats
 
     with user_errors():
+        out = Output(chosen_format(fmt, as_json))
         stats = workload_stats(load_workload(path), tokenizer, min_confidence)
-        if as_json:
-            print(json.dumps(stats_dict(stats), indent=2, default=str))
-        else:
-            console.print(stats_table(stats))
+        out.result(lambda: stats_dict(stats), lambda: [stats_table(stats)])
 
 
 @workload_app.command("sample")
@@ -693,24 +675,23 @@ def schedule_add(
 @schedule_app.command("list")
 def schedule_list(
     db: DbOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Schedules with their next run, and the latest jobs."""
-    from tuner.report import schedules_table, jobs_table
+    from tuner.outputs.report import schedules_table, jobs_table
     from tuner.schedule.views import schedule_views
     from tuner.store import JobStore, open_database
 
     with user_errors():
         jobs = JobStore(open_database(db, create=False))
         views = schedule_views(jobs)
-        if as_json:
-            print(json.dumps({"schedules": views, "jobs": [j.to_dict() for j in jobs.jobs(limit=50)]}, indent=2))
+        out = Output(chosen_format(fmt, as_json))
+        if not views and not out.json:
+            out.note("no schedules; add one with `tuner schedule add`")
             return
-        if not views:
-            err_console.print("no schedules; add one with `tuner schedule add`")
-            return
-        console.print(schedules_table(views))
-        console.print(jobs_table(jobs.jobs(limit=20)))
+        out.result(lambda: {"schedules": views, "jobs": [j.to_dict() for j in jobs.jobs(limit=50)]},
+                   lambda: [schedules_table(views), jobs_table(jobs.jobs(limit=20))])
 
 
 @schedule_app.command("remove")

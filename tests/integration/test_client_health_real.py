@@ -26,7 +26,7 @@ from fakes import Quiet
 from reference_study import short_code_workload
 from tuner.engine import ServerOptions
 from tuner.replay import LoadSpec
-from tuner.report import verdict_text
+from tuner.outputs.report import verdict_text
 from tuner.plan.space import SearchSpace
 from tuner.study.loop import optimize
 from tuner.plan.study_plan import plan_study

@@ -10,7 +10,7 @@ import tuner
 
 # Top to bottom: launchers and outputs, the study loop, planning, proposing, measuring, deciding,
 # the parts a trial is made of, then storage.
-ROOMS = ["cli", "web", "schedule", "report", "study", "propose", "plan", "measure", "decide",
+ROOMS = ["cli", "web", "schedule", "outputs", "study", "propose", "plan", "measure", "decide",
          "engine", "replay", "metrics", "workload", "store", "errors"]
 PACKAGE = Path(tuner.__file__).parent
 

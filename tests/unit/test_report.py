@@ -6,7 +6,7 @@ from rich.console import Console
 
 from dataclasses import replace
 
-from tuner.report import StudyProgressView, k_by_batch_size_text, trials_table, verdict_text
+from tuner.outputs.report import StudyProgressView, k_by_batch_size_text, trials_table, verdict_text
 from tuner.replay import LoadSpec
 from tuner.decide.k_by_batch_size import best_single, k_by_batch_size_beats_single, tune_k_by_batch_size
 from tuner.study.loop import StudyOutcome, _k_by_batch_size_record

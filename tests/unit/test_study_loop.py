@@ -13,7 +13,7 @@ from fakes import Quiet, fake_measurement
 from tuner.engine import ServerOptions
 from tuner.errors import MetricsError, ServerDiedError, ServerStartError, TunerError
 from tuner.replay import LoadSpec
-from tuner.report import answer_text, k_by_batch_size_text, outcome_dict
+from tuner.outputs.report import answer_text, k_by_batch_size_text, outcome_dict
 from tuner.study.loop import OptimizeSettings, optimize
 from tuner.plan.space import SearchSpace
 from tuner.study import loop as study_module

@@ -9,7 +9,7 @@ import pytest
 from fakes import Quiet, fake_measurement
 from tuner.errors import UsageError
 from tuner.engine import ServerOptions
-from tuner.report import outcome_dict
+from tuner.outputs.report import outcome_dict
 from tuner.study.loop import OptimizeSettings, optimize
 from tuner.plan.space import SearchSpace
 from tuner.study import loop as study_module

@@ -18,7 +18,7 @@ from tuner.engine import ServerOptions
 from tuner.engine.deploy import production_args
 from tuner.metrics import latency_between, parse_counters
 from tuner.replay import LoadSpec, RequestResult, summarize
-from tuner.report import trials_table, verdict_text
+from tuner.outputs.report import trials_table, verdict_text
 from tuner.plan.space import SearchSpace
 from tuner.study.loop import optimize
 from tuner.plan.study_plan import plan_study

@@ -12,7 +12,8 @@ from tuner.errors import UsageError
 from tuner.workload import Request, load_workload
 from tuner.workload.classify import TYPES, classify, split_workload
 from tuner.workload.sample import ks_distance, output_lengths, sample_workload
-from tuner.workload.stats import char_lengths, stats_dict, stats_table, workload_stats
+from tuner.outputs.workload import stats_table
+from tuner.workload.stats import char_lengths, stats_dict, workload_stats
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = ROOT / ".models" / "target"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import UsageError
-from tuner.report import verdict_dict
+from tuner.outputs.report import verdict_dict
 from tuner.decide.answer import Answer, trial_k
 from tuner.decide.slo import pareto_front
 from tuner.decide.verdict import StudyRules, Verdict, best_verdicts, verdicts

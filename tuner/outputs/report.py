@@ -394,6 +394,27 @@ def verdict_dict(verdict: Verdict) -> dict:
             "notes": list(verdict.notes)}
 
 
+def optimize_report(outcome, rows: list[TrialRow], grid: int, several_workers: bool,
+                    config_file: str | None) -> list:
+    """What `tuner optimize` prints at its end, in table form: the trials, the server starts, the
+    Pareto front, the k by batch size and the verdict with its deploy line. A what-if study
+    (--synthetic-acceptance) says so in the verdict's own notes."""
+    shown: list = [trials_table(rows)]
+    if several_workers:
+        shown.append(f"trials of this study, every worker's: {len(rows)}")
+    shown.append(f"server starts in this run: {outcome.restarts} (the grid of this space: {grid})")
+    if outcome.time_limit_reached:
+        shown.append(f"[yellow]stopped by --time-limit after {outcome.elapsed_s:.0f} s[/]: no trial fitted "
+                     "in the time left, so the answer below is the best of what was measured; the same "
+                     "command goes on with the study")
+    slos = next(iter(outcome.verdict.answers.values())).slos if outcome.verdict.answers else ()
+    shown.append(pareto_table(rows, slos))
+    if outcome.k_by_batch_size is not None:
+        shown.append(k_by_batch_size_text(outcome))
+    shown.append(verdict_text(outcome.verdict, rows, config_file))
+    return shown
+
+
 def outcome_dict(outcome) -> dict:
     """The verdict, and the k by batch size where several concurrency levels were measured."""
     k_by_batch_size = None
