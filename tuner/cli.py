@@ -22,6 +22,7 @@ from tuner.engine import SpecConfig
 from tuner.engine.gpus import parse_gpus
 from tuner.errors import TunerError, UsageError
 from tuner.replay import LoadSpec
+from tuner.schedule.config import serve_options
 from tuner.outputs import Format, Output, chosen_format, console, err_console
 from tuner.outputs.report import (MeasureProgress, StudyProgressView, measurement_table, optimize_report,
                                   outcome_dict, verdict_dict, verdict_text)
@@ -439,10 +440,10 @@ def best(
     """The best configuration per (model, workload type) across all studies in the database,
     under each study's own latency targets, output rule and noise margin."""
     from tuner.decide.verdict import best_from_store
-    from tuner.store import ResultStore, open_database
+    from tuner.store import Database
 
     with user_errors():
-        store = ResultStore(open_database(db, create=False))
+        store = Database.open(db, read_only=True).results
         found = best_from_store(store, model, workload_type, noise)
         if write_config is not None and len(found) != 1:
             raise UsageError(f"--write-config needs one answer, and {len(found)} match; "
@@ -660,10 +661,10 @@ def schedule_add(
     """Add a recurring tuning job. Options after these go to `tuner optimize` (e.g. --method ngram --k 1-6)."""
     from tuner.schedule.add import add_schedule
     from tuner.schedule.cron import next_time
-    from tuner.store import JobStore, open_database
+    from tuner.store import Database
 
     with user_errors():
-        row = add_schedule(lambda: JobStore(open_database(db)), name=name, cron=cron, tz=tz,
+        row = add_schedule(lambda: Database.open(db).jobs, name=name, cron=cron, tz=tz,
                            workload=workload, model=model, workload_type=workload_type,
                            optimize_args=list(ctx.args), gpus=gpus, live_model_name=live_model_name,
                            check_options=_check_optimize_options)
@@ -681,10 +682,10 @@ def schedule_list(
     """Schedules with their next run, and the latest jobs."""
     from tuner.outputs.report import schedules_table, jobs_table
     from tuner.schedule.views import schedule_views
-    from tuner.store import JobStore, open_database
+    from tuner.store import Database
 
     with user_errors():
-        jobs = JobStore(open_database(db, create=False))
+        jobs = Database.open(db, read_only=True).jobs
         views = schedule_views(jobs)
         out = Output(chosen_format(fmt, as_json))
         if not views and not out.json:
@@ -697,10 +698,10 @@ def schedule_list(
 @schedule_app.command("remove")
 def schedule_remove(name: Annotated[str, typer.Argument(help="Schedule name.")], db: DbOpt = None) -> None:
     """Remove a schedule and its queued jobs (finished jobs keep their record)."""
-    from tuner.store import JobStore, open_database
+    from tuner.store import Database
 
     with user_errors():
-        if not JobStore(open_database(db, create=False)).remove_schedule(name):
+        if not Database.open(db, create=False).jobs.remove_schedule(name):
             raise UsageError(f"no schedule named {name!r}; `tuner schedule list` shows them")
         console.print(f"schedule {name!r} removed", highlight=False)
 
@@ -711,10 +712,10 @@ def schedule_run_now(name: Annotated[str, typer.Argument(help="Schedule name.")]
     from datetime import datetime, timezone
 
     from tuner.schedule.service import enqueue_run
-    from tuner.store import JobStore, open_database
+    from tuner.store import Database
 
     with user_errors():
-        jobs = JobStore(open_database(db, create=False))
+        jobs = Database.open(db, create=False).jobs
         schedule = jobs.schedule(name)
         if schedule is None:
             raise UsageError(f"no schedule named {name!r}; `tuner schedule list` shows them")
@@ -727,65 +728,31 @@ def schedule_run_now(name: Annotated[str, typer.Argument(help="Schedule name.")]
 
 
 @app.command()
-def serve(
-    config: Annotated[Optional[Path], typer.Option(
-        envvar="TUNER_CONFIG", show_envvar=True, help="TOML file with a [serve] table.")] = None,
-    db: Annotated[Optional[str], typer.Option(envvar="TUNER_DB", show_envvar=True,
-                                              help="Results database URL.")] = None,
-    host: Annotated[Optional[str], typer.Option(envvar="TUNER_HOST", show_envvar=True,
-                                                help="Dashboard address (default 127.0.0.1).")] = None,
-    port: Annotated[Optional[int], typer.Option(envvar="TUNER_PORT", show_envvar=True,
-                                                help="Dashboard port (default 8080).")] = None,
-    token: Annotated[Optional[str], typer.Option(
-        envvar="TUNER_DASHBOARD_TOKEN", show_envvar=True,
-        help="Operator token that allows starting runs from the dashboard.")] = None,
-    prometheus: Annotated[Optional[str], typer.Option(
-        envvar="TUNER_PROMETHEUS_URL", show_envvar=True,
-        help="Prometheus that scrapes the production vLLM servers: enables the drift check.")] = None,
-    drift_margin: Annotated[Optional[float], typer.Option(
-        envvar="TUNER_DRIFT_MARGIN", show_envvar=True,
-        help="Fraction below the tuned acceptance that counts as drift (default 0.15).")] = None,
-    drift_for: Annotated[Optional[float], typer.Option(
-        envvar="TUNER_DRIFT_FOR", show_envvar=True,
-        help="Seconds the drift must last before a re-tune (default 600).")] = None,
-    drift_every: Annotated[Optional[float], typer.Option(
-        envvar="TUNER_DRIFT_EVERY", show_envvar=True, help="Seconds between drift checks (default 60).")] = None,
-    drift_window: Annotated[Optional[float], typer.Option(
-        envvar="TUNER_DRIFT_WINDOW", show_envvar=True,
-        help="Seconds of counters each check looks at (PromQL increase window, default 300).")] = None,
-    log_dir: Annotated[Optional[Path], typer.Option(
-        envvar="TUNER_LOG_DIR", show_envvar=True, help="Where job logs go (default .tuner/jobs).")] = None,
-) -> None:
+@serve_options
+def serve(**given: object) -> None:
     """Run scheduled and drift-triggered tuning jobs, and the dashboard, in one process."""
     import logging
 
     import uvicorn
 
-    from tuner.schedule.config import load_config, resolve
-    from tuner.schedule.service import ServeSettings, TuningService
-    from tuner.store import database_url, open_database
+    from tuner.schedule.config import ServeSettings
+    from tuner.schedule.service import TuningService
+    from tuner.store import Database
     from tuner.web import create_app
 
     with user_errors():
-        given = {"db": db, "host": host, "port": port, "token": token, "prometheus": prometheus,
-                 "drift_margin": drift_margin, "drift_for": drift_for, "drift_every": drift_every,
-                 "drift_window": drift_window, "log_dir": str(log_dir) if log_dir else None}
-        options = resolve(given, load_config(config))
-        url = database_url(options["db"])
-        engine = open_database(url)  # creates or checks the schema before anything starts
-        service = TuningService(ServeSettings(
-            db_url=url, log_dir=Path(options["log_dir"]), prometheus=options["prometheus"],
-            drift_margin=options["drift_margin"], drift_for_s=options["drift_for"],
-            drift_every_s=options["drift_every"], drift_window_s=options["drift_window"]), engine)
-        web_app = create_app(url, options["token"], service=service,
-                             run_log_dir=Path(options["log_dir"]) / "dashboard-runs")
+        settings = ServeSettings.load(given)  # flags over TUNER_* over the [serve] table
+        database = Database.open(settings.db)  # creates or checks the schema before anything starts
+        service = TuningService(settings, database)
+        web_app = create_app(database.url, settings.token, service=service,
+                             run_log_dir=settings.log_dir / "dashboard-runs")
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-        err_console.print(f"tuner serve: dashboard on http://{options['host']}:{options['port']}, "
-                          f"database {url}" + (f", drift check against {options['prometheus']}"
-                                               if options["prometheus"] else ""), highlight=False)
+        err_console.print(f"tuner serve: dashboard on http://{settings.host}:{settings.port}, "
+                          f"database {database.url}" + (f", drift check against {settings.prometheus}"
+                                                        if settings.prometheus else ""), highlight=False)
         # uvicorn turns SIGTERM and Ctrl-C into a graceful shutdown, which stops the service
         # (and a running job's server) in the app's lifespan.
-        uvicorn.run(web_app, host=options["host"], port=options["port"], log_level="warning")
+        uvicorn.run(web_app, host=settings.host, port=settings.port, log_level="warning")
 
 
 @db_app.command("upgrade")

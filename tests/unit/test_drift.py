@@ -13,8 +13,9 @@ import pytest
 from tuner.errors import TunerError
 from tuner.metrics.prometheus import LiveAcceptance
 from tuner.schedule.drift import DriftWatch, Reference, combined, shares
-from tuner.schedule.service import ServeSettings, TuningService
-from tuner.store import JobStore, ScheduleRow, open_database
+from tuner.schedule.config import ServeSettings
+from tuner.schedule.service import TuningService
+from tuner.store import Database, ScheduleRow
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 HOLD = 60
@@ -125,8 +126,8 @@ def test_traffic_shares_are_output_tokens_per_second_of_the_captures(tmp_path):
 
 
 def test_the_service_retunes_only_the_drifting_type(tmp_path, monkeypatch):
-    engine = open_database(f"sqlite:///{tmp_path / 'tuner.db'}")
-    jobs = JobStore(engine)
+    database = Database.open(f"sqlite:///{tmp_path / 'tuner.db'}")
+    jobs = database.jobs
     rows = [jobs.add_schedule(name=f"{t}-nightly", cron="0 2 1 1 *", timezone="UTC", model="m",
                               workload=f"/w/{t}", workload_type=t, optimize_args=[], live_model_name="llama")
             for t in ("code", "chat")]
@@ -136,7 +137,7 @@ def test_the_service_retunes_only_the_drifting_type(tmp_path, monkeypatch):
         def read(self):
             return {"llama": {"code": figures(CODE), "chat": figures({**CHAT, "accepted": 30})}}
 
-    service = TuningService(ServeSettings(db_url="unused", log_dir=tmp_path, drift_for_s=HOLD), engine)
+    service = TuningService(ServeSettings(log_dir=tmp_path, drift_for=HOLD), database)
     service.source = Source()
     # The references as the store would give them (their own tests are in test_schedule.py).
     monkeypatch.setattr("tuner.schedule.service.references", lambda store, schedules: [
@@ -148,4 +149,4 @@ def test_the_service_retunes_only_the_drifting_type(tmp_path, monkeypatch):
     assert event.live_model_name == "llama" and event.tuned_acceptance_rate == 0.4
     assert event.job_id == queued[0].id and "(workload_type=chat)" in event.note
     assert rows[0].id not in {j.schedule_id for j in jobs.jobs()}
-    engine.dispose()
+    database.dispose()

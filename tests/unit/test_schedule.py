@@ -5,6 +5,7 @@ tests/integration/test_serve_real.py."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -15,30 +16,30 @@ from pathlib import Path
 import pytest
 
 from tuner.errors import UsageError
-from tuner.schedule.config import load_config, resolve
+from tuner.schedule.config import ServeSettings, load_config
 from tuner.schedule.cron import check_cron, next_time
 from tuner.metrics.prometheus import LiveAcceptance, queries
 from tuner.schedule.drift import DriftWatch, Reference
 from tuner.schedule.outcome import compare, study_outcome
 from tuner.schedule.runner import JobRunner, overlaps
-from tuner.schedule.service import ServeSettings, TuningService, enqueue_run
+from tuner.schedule.service import TuningService, enqueue_run
 from tuner.decide.verdict import study_verdict
-from tuner.store import JobStore, ResultStore, TrialRow, open_database
+from tuner.store import Database, JobStore, TrialRow
 
 UTC = timezone.utc
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def engine(db_url):
-    engine = open_database(db_url)
-    yield engine
-    engine.dispose()
+def database(db_url):
+    database = Database.open(db_url)
+    yield database
+    database.dispose()
 
 
 @pytest.fixture
-def jobs(engine):
-    return JobStore(engine)
+def jobs(database):
+    return database.jobs
 
 
 def add(jobs: JobStore, name: str, cron: str = "0 2 * * *", gpus: str | None = None, created=T0):
@@ -64,9 +65,9 @@ def test_bad_cron_or_zone_is_one_sentence(cron, tz, cause):
         check_cron(cron, tz)
 
 
-def test_runs_missed_while_down_make_one_job_not_a_pile(jobs, engine, tmp_path):
+def test_runs_missed_while_down_make_one_job_not_a_pile(jobs, database, tmp_path):
     schedule = add(jobs, "nightly", cron="0 2 * * *")
-    service = TuningService(ServeSettings(db_url="unused", log_dir=tmp_path), engine)
+    service = TuningService(ServeSettings(log_dir=tmp_path), database)
     assert service.fire_due(T0 + timedelta(hours=13)) == []  # 01:00 the next day: not yet
     three_days_later = T0 + timedelta(days=3)  # 3 nightly times missed
     queued = service.fire_due(three_days_later)
@@ -91,8 +92,8 @@ def test_gpu_sets_overlap():
     assert overlaps(None, "3") and overlaps(None, None)  # no set = every GPU
 
 
-def test_jobs_wait_for_their_gpus_in_queue_order(jobs, engine, tmp_path, monkeypatch):
-    runner = JobRunner(jobs, ResultStore(engine), "sqlite:///unused", tmp_path)
+def test_jobs_wait_for_their_gpus_in_queue_order(jobs, database, tmp_path, monkeypatch):
+    runner = JobRunner(database, tmp_path)
     started = []
     monkeypatch.setattr(runner, "_start", lambda job: started.append(job.schedule_name) or True)
     on_0 = add(jobs, "a", gpus="0")
@@ -193,17 +194,43 @@ def test_drift_queries_sum_per_model_and_type_over_the_window():
     assert q["length"].startswith("1 + ") and "vllm:spec_decode_num_drafts_total[300s]" in q["length"]
 
 
-def test_serve_settings_flag_over_config_over_default(tmp_path: Path):
+@pytest.fixture
+def no_serve_env(monkeypatch):
+    for key in [k for k in os.environ if k.startswith("TUNER_")]:
+        monkeypatch.delenv(key)
+    return monkeypatch
+
+
+def test_serve_settings_flag_over_config_over_default(tmp_path: Path, no_serve_env):
     config = tmp_path / "tuner.toml"
     config.write_text('[serve]\nport = 9000\ndrift_margin = 0.3\nprometheus = "http://p:9090"\n')
-    settings = resolve({"port": 8123, "drift_margin": None}, load_config(config))
-    assert settings["port"] == 8123 and settings["drift_margin"] == 0.3
-    assert settings["prometheus"] == "http://p:9090" and settings["drift_for"] == 600.0
+    settings = ServeSettings.load({"config": config, "port": 8123, "drift_margin": None})
+    assert settings.port == 8123 and settings.drift_margin == 0.3
+    assert settings.prometheus == "http://p:9090" and settings.drift_for == 600.0
     config.write_text('[serve]\nprot = 9000\n')
     with pytest.raises(UsageError, match="unknown key.*prot"):
         load_config(config)
     with pytest.raises(UsageError, match="between 0 and 1"):
-        resolve({"drift_margin": 1.5}, {})
+        ServeSettings.load({"drift_margin": 1.5})
+    with pytest.raises(UsageError, match="port = 'abc' must be a number"):
+        ServeSettings.load({"port": "abc"})
+
+
+def test_serve_settings_environment_over_config_file(tmp_path: Path, no_serve_env):
+    config = tmp_path / "tuner.toml"
+    config.write_text('[serve]\nport = 9000\ntoken = "from-file"\nprometheus = "http://file:9090"\n'
+                      'log_dir = "/file/jobs"\n')
+    no_serve_env.setenv("TUNER_CONFIG", str(config))
+    no_serve_env.setenv("TUNER_PORT", "9100")
+    no_serve_env.setenv("TUNER_DASHBOARD_TOKEN", "from-env")  # the documented names, not TUNER_TOKEN
+    no_serve_env.setenv("TUNER_PROMETHEUS_URL", "")  # empty: unset
+    settings = ServeSettings.load({})
+    assert (settings.port, settings.token, settings.prometheus) == (9100, "from-env", "http://file:9090")
+    assert settings.log_dir == Path("/file/jobs") and settings.host == "127.0.0.1"
+    flagged = ServeSettings.load({"port": 8123, "token": "from-flag", "prometheus": None})
+    assert (flagged.port, flagged.token) == (8123, "from-flag")
+    with pytest.raises(UsageError, match="port = 70000"):
+        ServeSettings.load({"port": 70000})
 
 
 def fake_leftover(study: str, ignore_sigint: bool) -> subprocess.Popen:
@@ -224,12 +251,12 @@ def fake_leftover(study: str, ignore_sigint: bool) -> subprocess.Popen:
 
 @pytest.mark.parametrize("ignore_sigint,ended_by", [(False, signal.SIGINT), (True, signal.SIGKILL)],
                          ids=["stops-on-sigint", "killed-after-grace"])
-def test_a_job_the_dead_service_left_running_is_interrupted_then_killed(jobs, engine, tmp_path,
+def test_a_job_the_dead_service_left_running_is_interrupted_then_killed(jobs, database, tmp_path,
                                                                         ignore_sigint, ended_by):
     job = enqueue_run(jobs, add(jobs, "nightly"), "schedule", T0)
     assert jobs.claim(job.id, str(tmp_path / "job.log"))
     process = fake_leftover(job.study_name, ignore_sigint)
     jobs.set_pid(job.id, process.pid)
     # A grace of 5 s: Python's exit on SIGINT took over 1 s on the loaded CI host (killed instead).
-    JobRunner(jobs, ResultStore(engine), "sqlite:///unused", tmp_path).stop_leftovers(grace_s=5.0)
+    JobRunner(database, tmp_path).stop_leftovers(grace_s=5.0)
     assert process.wait(timeout=15) == -ended_by

@@ -140,3 +140,52 @@ def test_the_migrations_live_in_alembic_and_the_package_reaches_them():
     ini = configparser.RawConfigParser()
     ini.read(root / "alembic.ini")
     assert ini["alembic"]["script_location"] == "%(here)s/alembic"
+
+
+def test_a_read_only_open_of_a_missing_database_refuses_and_creates_nothing(tmp_path):
+    from tuner.store import Database
+
+    url = f"sqlite:///{tmp_path / 'missing.db'}"
+    with pytest.raises(UsageError, match="there is no results database at sqlite:///"):
+        Database.open(url, read_only=True)
+    with pytest.raises(UsageError, match="there is no results database"):
+        Database.open(url, create=False)
+    assert list(tmp_path.iterdir()) == []  # no file, no -wal or -shm beside it
+    # An empty file (a database without our schema) is no results database either, and stays empty.
+    (tmp_path / "missing.db").touch()
+    with pytest.raises(UsageError, match="there is no results database"):
+        Database.open(url, read_only=True)
+    assert (tmp_path / "missing.db").stat().st_size == 0
+
+
+def test_one_database_object_gives_the_stores_and_optuna_storage(db_url):
+    from tuner.store import Database, JobStore, ResultStore
+
+    database = Database.open(db_url)
+    try:
+        assert database.url == db_url.replace("postgresql://", "postgresql+psycopg://")
+        assert isinstance(database.results, ResultStore) and isinstance(database.jobs, JobStore)
+        # One engine under both stores; each store made once.
+        assert database.results.engine is database.jobs.engine is database.engine
+        assert database.results is database.results and database.jobs is database.jobs
+        # Optuna builds its own engine from the URL (RDBStorage takes none): the same database.
+        storage = database.optuna()
+        assert storage is database.optuna(30) and storage.heartbeat_interval == 30
+        assert database.optuna(5) is not storage and database.optuna(5).heartbeat_interval == 5
+        assert storage.engine.url.render_as_string(hide_password=False) == \
+            database.engine.url.render_as_string(hide_password=False)
+    finally:
+        database.dispose()
+
+
+def test_a_read_only_database_refuses_writes(tmp_path):
+    from tuner.store import Database
+
+    url = f"sqlite:///{tmp_path / 'tuner.db'}"
+    Database.open(url).dispose()  # created
+    database = Database.open(url, read_only=True)
+    assert database.jobs.schedules() == []
+    with pytest.raises(Exception, match="readonly|read-only|read only"):
+        database.jobs.add_schedule(name="a", cron="0 2 * * *", timezone="UTC", model="m",
+                                   workload="/w/code.jsonl", workload_type="code", optimize_args=[])
+    database.dispose()

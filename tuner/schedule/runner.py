@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tuner.study.child_process import Child, Orphan, start_child, stop_children, tuner_argv
 from tuner.schedule.outcome import study_outcome
-from tuner.store import JobRow, JobStore, ResultStore
+from tuner.store import Database, JobRow
 
 log = logging.getLogger("tuner.serve")
 
@@ -45,11 +45,10 @@ class RunningJob:
 
 
 class JobRunner:
-    def __init__(self, jobs: JobStore, results: ResultStore, db_url: str, log_dir: Path,
-                 noise: float = 0.05):
-        self.jobs = jobs
-        self.results = results
-        self.db_url = db_url
+    def __init__(self, database: Database, log_dir: Path, noise: float = 0.05):
+        self.jobs = database.jobs
+        self.results = database.results
+        self.db_url = database.url
         self.log_dir = log_dir
         self.noise = noise
         self.running: dict[int, RunningJob] = {}

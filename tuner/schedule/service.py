@@ -10,34 +10,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
-
-from sqlalchemy import Engine
 
 from tuner.errors import TunerError
 from tuner.metrics.prometheus import PrometheusSource
+from tuner.schedule.config import ServeSettings
 from tuner.schedule.cron import is_due
 from tuner.schedule.drift import DriftWatch, references
 from tuner.schedule.runner import JobRunner
-from tuner.store import JobRow, JobStore, ResultStore, ScheduleRow
+from tuner.store import Database, JobRow, JobStore, ScheduleRow
 
 log = logging.getLogger("tuner.serve")
-
-
-@dataclass(frozen=True)
-class ServeSettings:
-    db_url: str
-    log_dir: Path = Path(".tuner/jobs")
-    tick_s: float = 2.0
-    prometheus: str | None = None
-    drift_margin: float = 0.15
-    drift_for_s: float = 600.0
-    drift_every_s: float = 60.0
-    drift_window_s: float = 300.0
-    noise: float = 0.05
-    stop_grace_s: float = 120.0
 
 
 def study_name_for(schedule: ScheduleRow, at: datetime) -> str:
@@ -54,14 +37,16 @@ def enqueue_run(jobs: JobStore, schedule: ScheduleRow, reason: str, now: datetim
 
 
 class TuningService:
-    def __init__(self, settings: ServeSettings, engine: Engine):
-        self.settings = settings
-        self.jobs = JobStore(engine)
-        self.results = ResultStore(engine)
-        self.runner = JobRunner(self.jobs, self.results, settings.db_url, settings.log_dir, settings.noise)
-        self.source = (PrometheusSource(settings.prometheus, settings.drift_window_s)
+    def __init__(self, settings: ServeSettings, database: Database, *, tick_s: float = 2.0,
+                 noise: float = 0.05, stop_grace_s: float = 120.0):
+        """``noise``: the margin for a job's study that stored none; ``stop_grace_s``: how long
+        a running job's `tuner optimize` has to stop its server before it is killed."""
+        self.settings, self.tick_s, self.stop_grace_s = settings, tick_s, stop_grace_s
+        self.jobs, self.results = database.jobs, database.results
+        self.runner = JobRunner(database, settings.log_dir, noise)
+        self.source = (PrometheusSource(settings.prometheus, settings.drift_window)
                        if settings.prometheus else None)
-        self.drift = DriftWatch(settings.drift_margin, settings.drift_for_s)
+        self.drift = DriftWatch(settings.drift_margin, settings.drift_for)
         self._next_drift_check = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -112,7 +97,7 @@ class TuningService:
         now = now or datetime.now(timezone.utc)
         self.fire_due(now)
         if self.source is not None and time.monotonic() >= self._next_drift_check:
-            self._next_drift_check = time.monotonic() + self.settings.drift_every_s
+            self._next_drift_check = time.monotonic() + self.settings.drift_every
             self.check_drift(now)
         self.runner.poll()
         self.runner.start_ready()
@@ -134,11 +119,11 @@ class TuningService:
                 self.tick()
             except Exception:  # one bad tick (database busy, a job's bad log) must not end the service
                 log.exception("tick failed")
-            self._stop.wait(self.settings.tick_s)
+            self._stop.wait(self.tick_s)
 
     def stop(self) -> None:
         """Stop ticking, then stop running jobs: their servers go down, their trials stay."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self.runner.stop_all(self.settings.stop_grace_s)
+        self.runner.stop_all(self.stop_grace_s)

@@ -1,8 +1,11 @@
-"""The results database: schema, migrations check, and the store's reads and writes."""
+"""The results database: schema, migrations check, and the store's reads and writes.
+Open it as ``Database.open(url)``; its ``.results``, ``.jobs`` and ``.optuna()`` share the URL."""
 
+from tuner.store.database import Database
 from tuner.store.db import database_url, open_database, open_read_only, optuna_storage, upgrade
 from tuner.store.jobs import DriftRow, JobRow, JobStore, ScheduleRow
 from tuner.store.models import NOT_MEASURED
 from tuner.store.results import ResultStore, TrialRow
 
-__all__ = ["NOT_MEASURED", "DriftRow", "JobRow", "JobStore", "ResultStore", "ScheduleRow", "TrialRow", "database_url", "open_database", "open_read_only", "optuna_storage", "upgrade"]
+__all__ = ["NOT_MEASURED", "Database", "DriftRow", "JobRow", "JobStore", "ResultStore", "ScheduleRow", "TrialRow",
+           "database_url", "open_database", "open_read_only", "optuna_storage", "upgrade"]

@@ -35,6 +35,21 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     # writer wait for a lock instead of failing at once.
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
+    _sqlite_lock_pragmas(dbapi_connection, _record)
+
+
+def _sqlite_read_pragmas(dbapi_connection, _record) -> None:
+    # A reader never sets the journal mode (a write; WAL stays set in a file we created), and
+    # SQLite itself refuses any write on this connection.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA query_only=ON")
+    cursor.close()
+    _sqlite_lock_pragmas(dbapi_connection, _record)
+
+
+def _sqlite_lock_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
@@ -45,9 +60,10 @@ def _first_line(exc: BaseException) -> str:
     return str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, read_only: bool = False) -> Engine:
     """An engine for ``url``, or one sentence on what is wrong with the URL: its kind, a driver
-    that is not installed, the folder of a SQLite file that does not exist."""
+    that is not installed, the folder of a SQLite file that does not exist. ``read_only``: the
+    database refuses writes on this engine."""
     try:
         engine = create_engine(url)
     except ImportError as exc:
@@ -61,7 +77,9 @@ def make_engine(url: str) -> Engine:
         raise UsageError(f"the folder {file.parent} of the database {url} does not exist; create it "
                          "or pass another --db")
     if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "connect", _sqlite_read_pragmas if read_only else _sqlite_pragmas)
+    elif read_only and engine.dialect.name == "postgresql":
+        engine = engine.execution_options(postgresql_readonly=True)
     return engine
 
 
@@ -76,46 +94,27 @@ def no_database(url: str) -> UsageError:
                       f"or create it with `tuner optimize --db {url}`")
 
 
-def _existing(url: str) -> Engine:
+def _existing(url: str, read_only: bool = False) -> Engine:
     """An engine on a database that is already there: SQLite would create a missing file."""
-    engine = make_engine(url)
+    engine = make_engine(url, read_only)
     file = _sqlite_file(engine)
     if file is not None and not file.exists():
         raise no_database(url)
     return engine
 
 
-def _query_only(dbapi_connection, _record) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA query_only=ON")  # SQLite itself refuses any write on this connection
-    cursor.close()
-
-
 def open_read_only(url: str | None = None) -> Engine:
     """An engine that can only read (the dashboard): nothing is created or upgraded, and the
     database refuses writes, so a running study is never blocked by a lock of ours."""
-    url = database_url(url)
-    engine = _existing(url)
-    if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _query_only)
-    elif engine.dialect.name == "postgresql":
-        engine = engine.execution_options(postgresql_readonly=True)
-    try:
-        revision = current_revision(engine)
-    except SQLAlchemyError as exc:
-        raise UsageError(f"cannot open the database {url} ({exc.__class__.__name__}); "
-                         "check the URL") from None
-    if revision != head_revision():
-        raise UsageError(f"the database {url} has schema revision {revision}, this tuner needs "
-                         f"{head_revision()}; run `tuner db upgrade --db {url}` first")
-    return engine
+    return open_database(url, read_only=True)
 
 
 HEARTBEAT_S = 30  # a running trial's heartbeat; after 3 missed ones another worker reruns it
 
 
-def optuna_storage(url: str, heartbeat_s: int = HEARTBEAT_S):
+def optuna_storage(url: str, heartbeat_s: int = HEARTBEAT_S, *, create_tables: bool = True):
     """Optuna's RDB storage on the same database; SQLite waits for locks like our own engine.
+    ``create_tables=False``: Optuna's tables are not created where missing (a read-only open).
 
     Running trials send heartbeats. A trial whose worker died (no heartbeat for three intervals)
     is failed by the next worker that looks, and Optuna queues it again
@@ -126,7 +125,8 @@ def optuna_storage(url: str, heartbeat_s: int = HEARTBEAT_S):
     kwargs = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {}
     return optuna.storages.RDBStorage(
         url, engine_kwargs=kwargs, heartbeat_interval=heartbeat_s, grace_period=3 * heartbeat_s,
-        heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=2))
+        heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=2),
+        skip_table_creation=not create_tables)
 
 
 def alembic_config(url: str) -> Config:
@@ -156,11 +156,14 @@ def upgrade(url: str) -> None:
         raise TunerError(f"upgrading the database {url} failed: {exc}") from None
 
 
-def open_database(url: str | None = None, *, create: bool = True) -> Engine:
+def open_database(url: str | None = None, *, create: bool = True, read_only: bool = False) -> Engine:
     """An engine on an up-to-date schema. A new database is created, unless ``create`` is False
-    (commands that only read it, or change what is there, never create one); an old one is refused."""
+    (commands that only read it, or change what is there, never create one); an old one is refused.
+    ``read_only``: nothing is created or upgraded, and the database refuses writes on this engine.
+    Most code opens it as ``tuner.store.Database.open``."""
     url = database_url(url)
-    engine = make_engine(url) if create else _existing(url)
+    create = create and not read_only
+    engine = make_engine(url) if create else _existing(url, read_only)
     try:
         revision = current_revision(engine)
         tuner_tables = [t for t in inspect(engine).get_table_names() if t.startswith("tuner_")]

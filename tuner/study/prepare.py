@@ -14,7 +14,7 @@ from tuner.measure.trial import MeasureSettings
 from tuner.plan.checks import check_loads, check_space, local_gpu_sets
 from tuner.plan.settings import study_name
 from tuner.plan.study_plan import RunOptions, StudyPlan, measure_settings, plan_study
-from tuner.store import ResultStore, database_url, open_database, optuna_storage
+from tuner.store import Database, ResultStore, database_url
 from tuner.study.workers import remember_command
 from tuner.workload import Workload, load_workload
 
@@ -51,8 +51,8 @@ def prepare_study(workload_path: Path, workload_type: str | None, model: str, ru
     settings = measure_settings(run, plan.loads, plan.server_cmd, plan.server_args, gpus=gpu_sets[0])
     for warning in [*check_space(plan.space, model), *check_loads(len(workload.requests), settings.loads)]:
         report(warning)
-    store = ResultStore(open_database(url))
-    storage = optuna_storage(url, heartbeat)
+    database = Database.open(url)
+    store, storage = database.results, database.optuna(heartbeat)
     name = plan.options.name or study_name(model, workload.type, settings.loads_label)
     if not join:
         remember_command(storage, name, command, cwd)

@@ -17,7 +17,7 @@ from typing import NoReturn
 from tuner.study.child_process import Child, signal_group, start_child, tuner_argv
 from tuner.errors import UsageError
 from tuner.study.workers import stored_command
-from tuner.store import database_url, open_database, optuna_storage
+from tuner.store import Database, database_url
 
 
 def join_study(study: str, db: str, gpus: str | None, gpu_free_timeout: float, heartbeat: int,
@@ -27,8 +27,7 @@ def join_study(study: str, db: str, gpus: str | None, gpu_free_timeout: float, h
     if url.startswith("sqlite"):
         raise UsageError("a worker shares its study with other processes, which SQLite cannot "
                          "do safely; keep the study on PostgreSQL (--db postgresql://USER@HOST/DB)")
-    open_database(url)
-    command = stored_command(optuna_storage(url, heartbeat), study)
+    command = stored_command(Database.open(url).optuna(heartbeat), study)
     if command is None:
         raise UsageError(f"no study {study!r} started by `tuner optimize` in {url}; start it there "
                          "first (tuner optimize ... --db URL), then join it")

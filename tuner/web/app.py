@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from tuner.errors import UsageError
-from tuner.store import JobStore, ResultStore, database_url, open_read_only
+from tuner.store import Database
 from tuner.web import views
 from tuner.web.runs import RunLauncher, RunRequest
 
@@ -40,10 +40,8 @@ def create_app(db_url: str | None = None, token: str | None = None,
     """The dashboard. Pages and GET /api/ only read. The one action, starting a tuning run
     (POST /api/runs), needs ``token`` as a bearer token; without a token it is refused.
     ``service`` (`tuner serve`'s TuningService) starts and stops with the app."""
-    url = database_url(db_url)
-    engine = open_read_only(url)
-    store = ResultStore(engine)
-    jobs = JobStore(engine)
+    database = Database.open(db_url, read_only=True)
+    url, store, jobs = database.url, database.results, database.jobs
     launcher = RunLauncher(url, run_log_dir)
 
     @asynccontextmanager
