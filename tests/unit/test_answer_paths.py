@@ -157,6 +157,15 @@ def setup(tmp_path):
     return url, ResultStore(open_database(url)), workload, tmp_path
 
 
+@pytest.fixture
+def shared_setup(tmp_path, db_url):
+    """``setup`` on SQLite and on the PostgreSQL that helper workers share a study on."""
+    path = tmp_path / "code.jsonl"
+    path.write_text('{"prompt": "x"}\n')
+    workload = Workload(path=path, type="code", requests=(Request(line=1, prompt="x"),))
+    return db_url, ResultStore(open_database(db_url)), workload, tmp_path
+
+
 def at_loads(settings, figures, spec, **kwargs):
     return [fake_measurement(spec, figures[load.label], load=load.label, **kwargs) for load in settings.loads]
 
@@ -191,15 +200,15 @@ def test_a_schedule_whose_requests_failed_is_not_deployed(setup, monkeypatch):
     assert outcome.k_by_batch_size_rows is None and outcome.verdict.kind == "config"
 
 
-def test_a_measured_schedule_is_deployed_after_a_helper_worker_joined_the_study(setup, monkeypatch):
+def test_a_measured_schedule_is_deployed_after_a_helper_worker_joined_the_study(shared_setup, monkeypatch):
     """A helper worker's run (--workers, `tuner worker`) is the study's latest and stores no
     schedule. Before: the verdict read the latest run's record and deployed the single config."""
     from tuner.decide.verdict import best_from_store
 
     faster = lambda settings, spec: at_loads(settings, {C1: 200.0, "concurrency 4": 460.0}, spec)  # noqa: E731
-    outcome = schedule_study(setup, monkeypatch, faster)
+    outcome = schedule_study(shared_setup, monkeypatch, faster)
     assert outcome.verdict.kind == "k_by_batch_size"
-    url, store, workload, tmp_path = setup
+    url, store, workload, tmp_path = shared_setup
     loads = (LoadSpec("concurrency", 1), LoadSpec("concurrency", 4))
     settings = MeasureSettings(load=loads[0], extra_loads=loads[1:], server=ServerOptions(log_dir=tmp_path))
     optimize("m", workload, SearchSpace(methods=("ngram",), ks=(2, 4)), settings, store, optuna_storage(url),

@@ -12,6 +12,7 @@ from tuner.engine.checkpoints import BLOCK_METHODS, Checkpoint, missing_local
 from tuner.engine.installed import gives_aux_hidden_states, installed_vllm_schema
 from tuner.errors import UsageError
 from tuner.plan.space import FIXED_K, SearchSpace
+from tuner.store import RunOrigin
 
 # Fields that make two configs the same model (a renamed local copy still matches).
 IDENTITY = ("architectures", "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -292,3 +293,31 @@ def local_gpu_sets(url: str, workers: int, join: bool, gpus: str | None) -> Sequ
         raise UsageError(f"--workers must be >= 1, got {workers}")
     owned = parse_gpus(gpus)
     return split_gpus(owned, workers) if owned else [None] * workers
+
+
+def check_same_origin(origins: Sequence[RunOrigin], here: RunOrigin, join: bool) -> None:
+    """Refuse to resume (or join) a study whose figures were measured elsewhere: another host,
+    GPU or workload file would be compared and pooled with them as if alike. A helper worker
+    (``join``) may be on another host, never on another GPU or workload."""
+    for before in origins:
+        if before.workload_hash != here.workload_hash:
+            what = (f"another version of the workload ({before.workload_file} then, "
+                    f"{here.workload_file} now, different contents)")
+        elif before.gpu_name and here.gpu_name and before.gpu_name != here.gpu_name:
+            what = f"another GPU ({before.gpu_name}, this host has {here.gpu_name})"
+        elif not join and before.host != here.host:
+            what = f"another host ({before.host}, this is {here.host})"
+        else:
+            continue
+        raise UsageError(f"this study's trials were measured on {what}, and its figures would be "
+                         "compared with this run's as if alike; give a new --name to start a study "
+                         "here, or resume it where it ran")
+
+
+def check_same_vllm(origins: Sequence[RunOrigin], version: str | None) -> None:
+    """Refuse a run whose server reports another vLLM than the study's earlier runs measured."""
+    before = sorted({o.vllm_version for o in origins if o.vllm_version})
+    if version and before and version not in before:
+        raise UsageError(f"this study's trials were measured with vLLM {' and '.join(before)}, and this "
+                         f"host's server runs vLLM {version}: their figures do not compare; give a new "
+                         "--name to start a study with this vLLM, or resume it with the one it ran")

@@ -19,6 +19,22 @@ if TYPE_CHECKING:  # the rooms above that hand their results down to be stored
     from tuner.workload import Workload
 
 
+@dataclass(frozen=True)
+class RunOrigin:
+    """Where a run measured: figures from another host, GPU, vLLM or workload do not compare."""
+
+    host: str
+    gpu_name: str | None
+    vllm_version: str | None
+    workload_hash: str
+    workload_file: str
+
+
+def workload_hash(path) -> str:
+    """The digest a run's workload is stored under (its file's bytes)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -112,7 +128,7 @@ class ResultStore:
     def start_run(self, *, study_name: str, model: str, workload: Workload, space: dict,
                   load: str, server_args: list[str], host: str, gpu_name: str | None,
                   deploy_args: list[str] | None = None) -> int:
-        content_hash = hashlib.sha256(workload.path.read_bytes()).hexdigest()
+        content_hash = workload_hash(workload.path)
         with Session(self.engine) as session, session.begin():
             model_row = self._get_or_add(session, TargetModel, {"name": model})
             workload_row = self._get_or_add(
@@ -299,6 +315,17 @@ class ResultStore:
             for number, load, tps in session.execute(query):
                 found.setdefault((number, load), []).append(tps)
         return found
+
+    def measured_origins(self, study_name: str) -> list[RunOrigin]:
+        """Where each earlier run of the study that completed a trial measured: the figures a
+        resumed run may be compared and pooled with."""
+        query = (select(StudyRun).options(selectinload(StudyRun.workload))
+                 .where(StudyRun.study_name == study_name,
+                        StudyRun.trials.any(TrialRecord.status == "complete"))
+                 .order_by(StudyRun.id))
+        with Session(self.engine) as session:
+            return [RunOrigin(run.host, run.gpu_name, run.vllm_version, run.workload.content_hash,
+                              run.workload.file_name) for run in session.scalars(query)]
 
     def study_runs(self, study_name: str) -> list[dict[str, Any]]:
         """The runs of one study, oldest first, with what each stored about itself."""

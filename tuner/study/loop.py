@@ -19,6 +19,7 @@ import platform
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Protocol
 
 import optuna
@@ -38,12 +39,13 @@ from tuner.decide.k_by_batch_size import (KByBatchSize, best_single, k_by_batch_
                                           single_answer, single_stats, tune_k_by_batch_size)
 from tuner.decide.slo import pareto_front
 from tuner.plan.space import Candidate, SearchSpace
+from tuner.plan.checks import check_same_origin, check_same_vllm
 from tuner.plan.settings import OptimizeSettings, study_name
 from tuner.study.time_limit import TimeLimit
 from tuner.decide.verdict import StudyRules, Verdict, measured_loads, study_verdict
 from tuner.study.workers import WAIT_S, fail_stale, has_waiting, heartbeat, heartbeats_on, pending_keys
 from tuner.decide.stats import RepeatStats, geometric_mean
-from tuner.store import NOT_MEASURED, ResultStore, TrialRow
+from tuner.store import NOT_MEASURED, ResultStore, RunOrigin, TrialRow, workload_hash
 from tuner.measure.trial import MeasureSettings, Measurement, Progress, measure_config_at_loads
 from tuner.workload import Workload
 
@@ -221,11 +223,16 @@ def optimize(
     if not options.join:  # alone on the study: whatever is still running was left by a dead run
         _close_stale_trials(study, storage, store)
     candidates = space.candidates()
+    # A resume (or a helper joining) measures where the study's figures were measured, or not at all.
+    origins, here = store.measured_origins(name), platform.node()
+    gpu = gpu_name()
+    check_same_origin(origins, RunOrigin(here, gpu, None, workload_hash(Path(workload.path)), Path(workload.path).name),
+                      options.join)
     proposer = _proposer(options, study, candidates, store, model, workload.type, settings.loads, name)
     run_id = store.start_run(
         study_name=name, model=model, workload=workload, space=space.to_dict(),
         load=settings.loads_label, server_args=list(settings.server.server_args),
-        host=platform.node(), gpu_name=gpu_name(), deploy_args=list(options.deploy_args))
+        host=here, gpu_name=gpu, deploy_args=list(options.deploy_args))
     store.set_run_fields(run_id, strategy=options.strategy, slos=[s.text for s in options.slos] or None,
                          max_output_change=options.max_output_change,
                          allow_output_change=options.allow_output_change,
@@ -283,7 +290,8 @@ def optimize(
             with heartbeat(storage, trial), time_limit.trial():
                 try:
                     measurements = _run_trial(study, trial, candidate, model, workload, settings, store,
-                                              run_id, progress, (len(measured), budget), options, measure)
+                                              run_id, progress, (len(measured), budget), options, measure,
+                                              origins)
                 except optuna.exceptions.UpdateFinishedTrialError:  # taken over while it ran
                     progress.phase(TAKEN_OVER.format(number=trial.number))
                     measurements = None
@@ -490,7 +498,8 @@ def _with_reach(settings: MeasureSettings, store: ResultStore, name: str) -> Mea
 
 
 def _run_trial(study, trial, candidate, model, workload, settings, store, run_id, progress,
-               position: tuple[int, int], options: OptimizeSettings, measure) -> list[Measurement] | None:
+               position: tuple[int, int], options: OptimizeSettings, measure,
+               origins: Sequence[RunOrigin] = ()) -> list[Measurement] | None:
     config = candidate.spec.to_vllm() if candidate.spec else None
     trial.set_user_attr("config", config)
     predicted = trial.user_attrs.get("predicted_tokens_per_s")
@@ -502,6 +511,8 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
         progress.trial_started(trial.number, candidate.label, *position)
         measurements = measure(model, candidate.spec, workload, _with_reach(settings, store, study.study_name),
                                progress)
+        # Only its server says which vLLM ran (a --server-cmd may start another than the installed one).
+        check_same_vllm(origins, measurements[0].server.vllm_version if measurements else None)
         _check_not_taken_over(study, trial)
     except KeyboardInterrupt:
         trial.set_user_attr(INTERRUPTED, True)
