@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from fakes import Quiet, fake_measurement
 from tuner.cli import app as cli_app
 from tuner.errors import TunerError
-from tuner.schedule.config import DEFAULTS
+from tuner.schedule.config import ServeSettings
 from tuner.schedule.service import enqueue_run
 from tuner.study.loop import OptimizeSettings, optimize
 from tuner.plan.space import SearchSpace
@@ -104,4 +104,4 @@ def test_the_default_bind_address_is_loopback():
     commands = typer.main.get_command(cli_app).commands
     host = next(p for p in commands["dashboard"].params if p.name == "host")
     assert host.default == "127.0.0.1"
-    assert DEFAULTS["host"] == "127.0.0.1"  # tuner serve, when neither flag, env nor file sets it
+    assert ServeSettings.model_fields["host"].default == "127.0.0.1"  # tuner serve, when nothing sets it
