@@ -296,7 +296,7 @@ def test_each_load_is_checked_against_the_baseline_s_run_at_that_load(setup, mon
 def run_study(setup, monkeypatch, name, speedup, synthetic=None):
     url, store, workload, tmp_path = setup
     monkeypatch.setattr(study_module, "measure_config_at_loads", lambda model, spec, workload, settings, progress: [
-        fake_measurement(spec, 100.0 * (speedup if spec else 1.0))])
+        fake_measurement(spec, 100.0 * (speedup if spec else 1.0), per_position=[0.6, 0.4] if spec else None)])
     settings = MeasureSettings(server=ServerOptions(log_dir=tmp_path, synthetic_acceptance=synthetic))
     return optimize("m", workload, SearchSpace(methods=("ngram",), ks=(2,)), settings, store,
                     optuna_storage(url), OptimizeSettings(trials=2, strategy="grid", name=name), Quiet())
@@ -327,6 +327,18 @@ def test_a_what_if_study_never_hides_the_real_one_nor_prints_a_deploy_line(setup
     winner = page.text.split('<section id="winner">')[1].split("</section>")[0]
     assert "ngram k=2: 1.30x" in winner and "what-if" not in winner and 'id="serve-command"' in winner
     assert "what-if only: ngram k=2" in page.text  # the history shows it, as a what-if
+
+
+def test_a_what_if_study_is_never_the_drift_reference(setup, monkeypatch):
+    """Its acceptance is the synthetic profile it was given. Before: a what-if study alone (or
+    faster than the real one) was the reference the production acceptance was checked against."""
+    from tuner.schedule.drift import reference
+
+    url, store = setup[0], setup[1]
+    run_study(setup, monkeypatch, "what-if", 2.6, synthetic=(0.9, 0.8))
+    assert reference(None, store.trials(), store.study_rules()) is None
+    run_study(setup, monkeypatch, "real", 1.3)
+    assert reference(None, store.trials(), store.study_rules()).study_name == "real"
 
 
 def test_a_what_if_study_alone_is_shown_as_what_if_everywhere(setup, monkeypatch):

@@ -74,7 +74,8 @@ def reference(schedule: ScheduleRow, trials: Sequence[TrialRow], rules: dict,
     speculative config's when it keeps speculation off); None without a speculative figure.
     ``rules``: the store's ``study_rules()``, required so that each study is judged under the
     rules it was run with (its output-change rule above all), never silently the defaults."""
-    found = best_verdicts(verdicts(trials, rules, noise))
+    # A what-if study's acceptance is the synthetic profile it was given, not the draft's: never a reference.
+    found = best_verdicts([v for v in verdicts(trials, rules, noise) if v.what_if is None])
     if not found:
         return None
     verdict = found[0]
