@@ -341,6 +341,20 @@ def test_a_what_if_study_is_never_the_drift_reference(setup, monkeypatch):
     assert reference(None, store.trials(), store.study_rules()).study_name == "real"
 
 
+def test_a_real_study_never_warm_starts_from_a_what_if_one(setup, monkeypatch):
+    """Its observations are the synthetic profile's step costs. Before: a new real study of the
+    same model, type and load took the what-if study's winner and figures as its prior."""
+    from tuner.study.loop import warm_start
+
+    store = setup[1]
+    run_study(setup, monkeypatch, "what-if", 2.6, synthetic=(0.9, 0.8))
+    candidates = SearchSpace(methods=("ngram",), ks=(2,)).candidates()
+    loads = (LoadSpec("concurrency", 1),)
+    assert warm_start(store, "m", "code", loads, "new", candidates, 0.05) == ([], [])
+    prior, first = warm_start(store, "m", "code", loads, "new", candidates, 0.05, synthetic="0.9,0.8")
+    assert prior and [c.label for c in first] == ["ngram k=2"]  # another what-if study of that profile may
+
+
 def test_a_what_if_study_alone_is_shown_as_what_if_everywhere(setup, monkeypatch):
     url = setup[0]
     run_study(setup, monkeypatch, "what-if", 2.6, synthetic=(0.9, 0.8))

@@ -140,11 +140,13 @@ def _measured(study: optuna.Study, not_measured: Collection[str] = ()) -> dict[s
 
 
 def warm_start(store: ResultStore, model: str, workload_type: str, loads: Sequence[LoadSpec], name: str,
-               candidates: Sequence[Candidate], noise: float) -> tuple[list[Observation], list[Candidate]]:
-    """From the latest other study of this (model, workload type) at the same load levels: its
-    observations with tokens/s relative to its own baseline (with several levels, the geometric
-    mean of that ratio over them), and its winner (the best single config over the levels) if
-    the winner is in this space."""
+               candidates: Sequence[Candidate], noise: float,
+               synthetic: str | None = None) -> tuple[list[Observation], list[Candidate]]:
+    """From the latest other study of this (model, workload type) at the same load levels and the
+    same acceptance (a what-if study's figures are its synthetic profile's, ``synthetic``: this
+    run's): its observations with tokens/s relative to its own baseline (with several levels,
+    the geometric mean of that ratio over them), and its winner (the best single config over the
+    levels) if the winner is in this space."""
     labels = [load.label for load in loads]
     rows = [r for r in store.trials(model=model, workload_type=workload_type)
             if r.study_name != name and r.load in labels and r.kind == "study"]
@@ -152,6 +154,8 @@ def warm_start(store: ResultStore, model: str, workload_type: str, loads: Sequen
     by_config = {json.dumps(c.spec.to_vllm() if c.spec else None, sort_keys=True): c for c in candidates}
     stored_rules = store.study_rules()
     for previous in studies:
+        if (stored_rules.get(previous) or {}).get("synthetic_acceptance") != synthetic:
+            continue
         study_rows = [r for r in rows if r.study_name == previous]
         # Its winner under its own rules (latency targets, output rule, noise): the one it named.
         rules = StudyRules.from_stored(stored_rules.get(previous))
@@ -185,7 +189,7 @@ def warm_start(store: ResultStore, model: str, workload_type: str, loads: Sequen
 
 def _proposer(options: OptimizeSettings, study: optuna.Study, candidates: Sequence[Candidate],
               store: ResultStore, model: str, workload_type: str, loads: Sequence[LoadSpec],
-              name: str) -> Proposer:
+              name: str, synthetic: str | None = None) -> Proposer:
     """The strategy's proposer, set up on what the study holds already."""
     measured = _measured(study)
     if options.strategy == "grid":
@@ -194,7 +198,7 @@ def _proposer(options: OptimizeSettings, study: optuna.Study, candidates: Sequen
         return SamplerProposer(study, candidates, measured)
     prior, first = ([], [])
     if options.warm_start and not measured and not options.join:
-        prior, first = warm_start(store, model, workload_type, loads, name, candidates, options.noise)
+        prior, first = warm_start(store, model, workload_type, loads, name, candidates, options.noise, synthetic)
 
     def spreads() -> tuple[list[float], list[int]]:
         rows = [r for r in store.trials(study_name=name)
@@ -228,7 +232,8 @@ def optimize(
     gpu = gpu_name()
     check_same_origin(origins, RunOrigin(here, gpu, None, workload_hash(Path(workload.path)), Path(workload.path).name),
                       options.join)
-    proposer = _proposer(options, study, candidates, store, model, workload.type, settings.loads, name)
+    proposer = _proposer(options, study, candidates, store, model, workload.type, settings.loads, name,
+                         synthetic_text(settings.server.synthetic_acceptance))
     run_id = store.start_run(
         study_name=name, model=model, workload=workload, space=space.to_dict(),
         load=settings.loads_label, server_args=list(settings.server.server_args),
