@@ -148,9 +148,8 @@ def test_nightly_regressed_is_judged_by_the_study_s_own_noise():
 
 # The study loop with a stand-in for the measurement.
 
-@pytest.fixture
-def setup(tmp_path):
-    url = f"sqlite:///{tmp_path / 'tuner.db'}"
+def study_parts(url: str, tmp_path):
+    """A database, a one-request workload and a folder for the study loop."""
     path = tmp_path / "code.jsonl"
     path.write_text('{"prompt": "x"}\n')
     workload = Workload(path=path, type="code", requests=(Request(line=1, prompt="x"),))
@@ -158,12 +157,14 @@ def setup(tmp_path):
 
 
 @pytest.fixture
+def setup(tmp_path):
+    return study_parts(f"sqlite:///{tmp_path / 'tuner.db'}", tmp_path)
+
+
+@pytest.fixture
 def shared_setup(tmp_path, db_url):
     """``setup`` on SQLite and on the PostgreSQL that helper workers share a study on."""
-    path = tmp_path / "code.jsonl"
-    path.write_text('{"prompt": "x"}\n')
-    workload = Workload(path=path, type="code", requests=(Request(line=1, prompt="x"),))
-    return db_url, ResultStore(open_database(db_url)), workload, tmp_path
+    return study_parts(db_url, tmp_path)
 
 
 def at_loads(settings, figures, spec, **kwargs):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from tuner.errors import TunerError
 from tuner.decide.stats import DEFAULT_RUN_NOISE
 from tuner.decide.output_check import output_changed
-from tuner.decide.slo import Slo, feasible
+from tuner.decide.slo import Slo, feasible, worst_violation
 from tuner.decide.stats import RepeatStats, relative_precision, repeat_stats, shown_equal, tied
 from tuner.store import TrialRow
 from tuner.decide.marks import latency_trusted
@@ -147,7 +147,7 @@ class Answer:
         parts = []
         if self.broke_targets:
             targets = ", ".join(slo.text for slo in self.slos)
-            closest = min(self.broke_targets, key=lambda t: max(slo.violation(t) for slo in self.slos))
+            closest = min(self.broke_targets, key=lambda t: worst_violation(t, self.slos))
             parts.append(f"{len(self.broke_targets)} broke {targets} (the closest, {closest.label})")
         if changed:
             parts.append(f"{len(changed)} changed greedy output")
@@ -210,7 +210,7 @@ def choose(trials: Sequence[TrialRow], noise: float = DEFAULT_NOISE, slos: Seque
                               baseline, best, noise=noise, slos=tuple(slos), output_changed=changed,
                               broke_targets=broke)
     if not ranked:
-        closest = min(everything, key=lambda t: max(slo.violation(t) for slo in slos)) if slos else None
+        closest = min(everything, key=lambda t: worst_violation(t, slos)) if slos else None
         return found(winner=None, closest=closest)
     top = max(ranked, key=lambda t: trial_stats(t).score)
     if baseline in ranked and (top is baseline or tied(trial_stats(baseline), trial_stats(top), noise)):

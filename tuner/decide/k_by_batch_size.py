@@ -12,7 +12,7 @@ with the level below to the one with the level above.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,6 +149,17 @@ def single_stats(rows: Sequence[TrialRow]) -> RepeatStats:
     return RepeatStats(n=min(r.repeats for r in rows), median=mean, mad=mean * spread, ci_low=mean, ci_high=mean)
 
 
+def at_every_load(rows: Sequence[TrialRow], labels: Sequence[str],
+                  keep: Callable[[TrialRow], bool] = lambda r: True) -> list[list[TrialRow]]:
+    """The study configs with a completed figure at every load (pooled over their starts), each
+    as its rows in load order; ``keep``: which rows count."""
+    by_config: dict[int, dict[str, TrialRow]] = {}
+    for r in pooled(rows):
+        if r.status == "complete" and r.tokens_per_s and r.kind == "study" and keep(r):
+            by_config.setdefault(r.optuna_trial_number, {})[r.load] = r
+    return [[c[label] for label in labels] for c in by_config.values() if all(label in c for label in labels)]
+
+
 def single_answer(rows: Sequence[TrialRow], loads: Sequence[LoadSpec] | Sequence[str], slos: Sequence[Slo] = (),
                   max_output_change: float | None = 0.0, noise: float = DEFAULT_NOISE) -> Single | None:
     """The one config (the same at every load), eligible at each (``answer.eligible``): the
@@ -157,12 +168,7 @@ def single_answer(rows: Sequence[TrialRow], loads: Sequence[LoadSpec] | Sequence
     equal go to the smallest k and the rest leave it undecided, as at one load. None if no config
     was measured at every load."""
     labels = [load if isinstance(load, str) else load.label for load in loads]
-    by_config: dict[int, dict[str, TrialRow]] = {}
-    for r in pooled(rows):
-        if (r.status == "complete" and r.tokens_per_s and r.kind == "study"
-                and eligible(r, slos, max_output_change)):
-            by_config.setdefault(r.optuna_trial_number, {})[r.load] = r
-    complete = [[c[label] for label in labels] for c in by_config.values() if all(label in c for label in labels)]
+    complete = at_every_load(rows, labels, lambda r: eligible(r, slos, max_output_change))
     if not complete:
         return None
 

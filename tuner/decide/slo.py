@@ -52,6 +52,11 @@ def parse_slos(texts: Sequence[str]) -> tuple[Slo, ...]:
     return tuple(parse_slo(t) for t in texts)
 
 
+def worst_violation(row: TrialRow, slos: Sequence[Slo]) -> float:
+    """How far ``row`` breaks its worst target, relative to it (<= 0: every target met)."""
+    return max(slo.violation(row) for slo in slos)
+
+
 def feasible(row: TrialRow, slos: Sequence[Slo]) -> bool:
     return all(slo.met(row) for slo in slos)
 

@@ -22,10 +22,10 @@ from typing import Any
 
 from tuner.engine.deploy import production_args, serve_command
 from tuner.errors import TunerError
-from tuner.decide.answer import DEFAULT_NOISE, Answer, choose, eligible, pooled, undecided_text
+from tuner.decide.answer import DEFAULT_NOISE, Answer, choose, eligible, undecided_text
 from tuner.decide.output_check import divergence_text
-from tuner.decide.k_by_batch_size import k_by_batch_size_beats_single, single_answer, single_stats
-from tuner.decide.slo import Slo, parse_slos
+from tuner.decide.k_by_batch_size import at_every_load, k_by_batch_size_beats_single, single_answer, single_stats
+from tuner.decide.slo import Slo, parse_slos, worst_violation
 from tuner.decide.stats import geometric_mean, tied
 from tuner.store import NOT_MEASURED, TrialRow
 from tuner.decide.marks import CLIENT_BOUND, LATENCY_MARKS
@@ -244,14 +244,11 @@ def _schedule_rows(rows: Sequence[TrialRow], loads: Sequence[str]) -> list[Trial
 def _closest_over_loads(rows: Sequence[TrialRow], loads: Sequence[str], slos: Sequence[Slo]) -> TrialRow | None:
     """Of the configs measured at every load, the one whose worst latency target is broken least
     at its worst load (its row there)."""
-    by_config: dict[int, dict[str, TrialRow]] = {}
-    for r in pooled([r for r in rows if r.status == "complete" and r.tokens_per_s]):
-        by_config.setdefault(r.optuna_trial_number, {})[r.load] = r
-    complete = [[c[load] for load in loads] for c in by_config.values() if all(load in c for load in loads)]
+    complete = at_every_load(rows, loads)
     if not complete or not slos:
         return None
-    worst = [max(c, key=lambda r: max(slo.violation(r) for slo in slos)) for c in complete]
-    return min(worst, key=lambda r: max(slo.violation(r) for slo in slos))
+    worst = [max(c, key=lambda r: worst_violation(r, slos)) for c in complete]
+    return min(worst, key=lambda r: worst_violation(r, slos))
 
 
 def _over_loads(rows, study_rows, answers, loads, label_all, rules, noise, verdict) -> Verdict:

@@ -346,12 +346,15 @@ class ResultStore:
                 "allow_output_change": bool(run.allow_output_change),
                 "synthetic_acceptance": run.synthetic_acceptance, "noise": run.noise}
 
-    def study_rules(self) -> dict[str, dict[str, Any]]:
+    def study_rules(self, study_name: str | None = None) -> dict[str, dict[str, Any]]:
         """Study name -> the latest run's targets, k by batch size, server and deploy arguments and
-        output-change rule: what its verdict is decided under."""
+        output-change rule: what its verdict is decided under; ``study_name``: that study's only."""
         latest: dict[str, dict[str, Any]] = {}
+        query = select(StudyRun).order_by(StudyRun.id)
+        if study_name is not None:
+            query = query.where(StudyRun.study_name == study_name)
         with Session(self.engine) as session:
-            for run in session.scalars(select(StudyRun).order_by(StudyRun.id)):
+            for run in session.scalars(query):
                 schedule = latest.get(run.study_name, {}).get("k_by_batch_size")
                 latest[run.study_name] = self._rules(run)
                 # A helper worker's run (--workers, `tuner worker`) measures no schedule: the

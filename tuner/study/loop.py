@@ -324,7 +324,7 @@ def optimize(
     finally:
         store.finish_run(run_id, status, vllm_version)
     rows = store.trials(study_name=name)
-    verdict = study_verdict(rows, StudyRules.from_stored(store.study_rules().get(name)), options.noise)
+    verdict = study_verdict(rows, StudyRules.from_stored(store.study_rules(name).get(name)), options.noise)
     answers = {load.label: verdict.answers[load.label] for load in settings.loads}
     return StudyOutcome(name, answers, single, k_by_batch_size, k_by_batch_size_rows, restarts, verdict,
                         time_limit.reached, time_limit.elapsed_s())

@@ -107,7 +107,7 @@ def model_page(store: ResultStore, model: str, workload_type: str) -> dict[str, 
         "pareto": pareto_chart(study_trials, slos),
         "history": history_chart(history),
     }
-    view["k_by_batch_size"] = store.study_rules().get(best.study_name, {}).get("k_by_batch_size")
+    view["k_by_batch_size"] = store.study_rules(best.study_name).get(best.study_name, {}).get("k_by_batch_size")
     view["schedule"] = view["k_by_batch_size"]  # deprecated alias in /api/model, removed next release
     view["history"] = [{"study": a.study_name, "load": a.load, "finished": _time(when),
                         "winner": a.recommended, "speedup": a.speedup} for a, when in history]
