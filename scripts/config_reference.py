@@ -1,10 +1,11 @@
 """The generated reference pages: `tuner optimize`'s flags with their study-file keys and
 environment variables (docs/reference/study-file.md), and every command's options
-(docs/reference/cli.md), read from the Typer app and `tuner/plan/study_plan.py`'s KEYS.
+(docs/reference/cli.md), read from the Typer app and `tuner/plan/study_plan.py`'s KEYS, and
+the keys of the stored study request (docs/reference/study-request.md), read from its model.
 
     .venv/bin/python scripts/config_reference.py          # the study-file table, on stdout
     .venv/bin/python scripts/config_reference.py --cli    # the CLI reference, on stdout
-    .venv/bin/python scripts/config_reference.py --write  # both, into their pages
+    .venv/bin/python scripts/config_reference.py --write  # all three, into their pages
 
 Each page holds its generated part between `<!-- NAME:start -->` and `<!-- NAME:end -->`
 markers (`config-reference` and `cli-reference`); the prose around them is written by hand.
@@ -22,6 +23,7 @@ import click
 import typer.main
 
 from tuner.cli import app
+from tuner.plan.request import StudyRequest
 from tuner.plan.study_plan import KEYS
 
 # optimize's parameter -> the study-file key that sets the same thing (tuner/plan/study_plan.py's
@@ -102,6 +104,32 @@ def markdown() -> str:
 ROOT = Path(__file__).resolve().parents[1]
 STUDY_FILE_PAGE = ROOT / "docs" / "reference" / "study-file.md"
 CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
+REQUEST_PAGE = ROOT / "docs" / "reference" / "study-request.md"
+
+
+def _type_name(annotation) -> str:
+    return _cell(str(annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")
+                 .replace("pathlib.", "").replace("NoneType", "None"))
+
+
+def request_markdown() -> str:
+    """Every key of the stored StudyRequest, part by part, with its type, default and meaning."""
+    from pydantic import BaseModel
+
+    lines = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            kind = field.annotation
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                walk(kind, f"{prefix}{name}.")
+                continue
+            default = "required" if field.is_required() else f"`{field.get_default(call_default_factory=True)!r}`"
+            lines.append(f"| `{prefix}{name}` | `{_type_name(kind)}` | {_cell(default)} | "
+                         f"{_cell(field.description or '')} |")
+
+    walk(StudyRequest, "")
+    return "\n".join(lines) + "\n"
 
 
 def _cell(text: str) -> str:
@@ -154,7 +182,8 @@ def replace_between(text: str, name: str, generated: str) -> str:
 
 def write_pages() -> None:
     for page, name, generated in ((STUDY_FILE_PAGE, "config-reference", markdown()),
-                                  (CLI_PAGE, "cli-reference", cli_markdown())):
+                                  (CLI_PAGE, "cli-reference", cli_markdown()),
+                                  (REQUEST_PAGE, "request-reference", request_markdown())):
         page.write_text(replace_between(page.read_text(), name, generated))
 
 

@@ -32,3 +32,12 @@ def fake_measurement(spec, tokens_per_s, failed=0, per_position=None, load="conc
     return Measurement(model="m", workload_path="w.jsonl", workload_type="code",
                        spec=spec.to_vllm() if spec else None, load=load, warmup_requests=0,
                        server=server, runs=[run], host="h", started_at="", finished_at="")
+
+
+def stored_request(**flags) -> dict:
+    """A schedule's request as `tuner schedule add` stores it (no name), for a workload and model
+    that need not exist."""
+    from tuner.plan.study_plan import build_request
+
+    flags = {"workload": "/w/code.jsonl", "model": "m", **flags}
+    return build_request(**flags).to_json()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 from fastapi.testclient import TestClient
 
-from fakes import Quiet, fake_measurement
+from fakes import Quiet, fake_measurement, stored_request
 from tuner.cli import app as cli_app
 from tuner.errors import TunerError
 from tuner.schedule.config import ServeSettings
@@ -45,7 +45,8 @@ def evil_database(tmp_path, monkeypatch) -> str:
              optuna_storage(url), OptimizeSettings(trials=4, strategy="grid", name=f"study {EVIL}"), Quiet())
     jobs = JobStore(open_database(url))
     schedule = jobs.add_schedule(name=f"nightly{EVIL}", cron="0 2 * * *", timezone="UTC", model=EVIL,
-                                 workload=str(path), workload_type=workload.type, optimize_args=[EVIL])
+                                 workload=str(path), workload_type=workload.type,
+                                 request={**(stored := stored_request()), "space": {**stored["space"], "methods": [EVIL]}})
     job = enqueue_run(jobs, schedule, "drift", schedule.created_at, detail=EVIL)
     jobs.add_drift_event(model=EVIL, live_model_name=EVIL, live_acceptance_rate=0.1, live_acceptance_length=1.2,
                          tuned_acceptance_rate=0.8, tuned_acceptance_length=3.0, tuned_study=EVIL, margin=0.1,

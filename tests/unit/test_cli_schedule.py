@@ -32,8 +32,9 @@ def add(env, *extra: str, name="nightly", cron="0 2 * * *") -> subprocess.Comple
 
 @pytest.mark.parametrize("extra,cron,message", [
     ((), "0 25 * * *", "--cron '0 25 * * *' is not a cron expression"),
-    (("--k", "1-4", "--bogus", "1"), "0 2 * * *", "tuner optimize would refuse these options: No such option: --bogus"),
-    (("--json",), "0 2 * * *", "--json is set for each job"),
+    (("--k", "1-4", "--bogus", "1"), "0 2 * * *", "No such option: --bogus"),
+    (("--k", "0-2"), "0 2 * * *", "--k '0-2' must name ks >= 1"),
+    (("--json",), "0 2 * * *", "No such option: --json"),
     (("--gpus", "first"), "0 2 * * *", "--gpus 'first' must list GPU indices"),
 ])
 def test_bad_schedules_are_refused_with_one_sentence(env, extra, cron, message):
@@ -59,7 +60,8 @@ def test_add_list_run_now_remove(env):
     assert add(env).returncode == 2  # the name is taken
     listed = json.loads(run(env, "schedule", "list", "--json").stdout)
     (schedule,) = listed["schedules"]
-    assert schedule["optimize_args"] == ["--method", "ngram", "--k", "1-4"]
+    assert schedule["request"]["space"]["methods"] == ["ngram"] and schedule["request"]["space"]["ks"] == [1, 2, 3, 4]
+    assert schedule["study"].startswith("methods ngram · k 1,2,3,4")
     assert schedule["gpus"] == "0,1" and schedule["workload_type"] == "code"
     assert schedule["next_run"].endswith("T02:00:00+01:00")
     queued = run(env, "schedule", "run-now", "nightly")
@@ -68,7 +70,7 @@ def test_add_list_run_now_remove(env):
     assert again.returncode == 2 and "job 1 of 'nightly' is already queued" in again.stderr
     (job,) = json.loads(run(env, "schedule", "list", "--json").stdout)["jobs"]
     assert (job["reason"], job["status"], job["gpus"]) == ("run-now", "queued", "0,1")
-    assert job["argv"][-4:] == ["--method", "ngram", "--k", "1-4"]
+    assert job["request"] == {**schedule["request"], "name": job["study_name"]}
     assert run(env, "schedule", "remove", "nightly").returncode == 0
     assert run(env, "schedule", "remove", "nightly").returncode == 2
     assert json.loads(run(env, "schedule", "list", "--json").stdout) == {"schedules": [], "jobs": []}

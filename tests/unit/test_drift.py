@@ -129,7 +129,7 @@ def test_the_service_retunes_only_the_drifting_type(tmp_path, monkeypatch):
     database = Database.open(f"sqlite:///{tmp_path / 'tuner.db'}")
     jobs = database.jobs
     rows = [jobs.add_schedule(name=f"{t}-nightly", cron="0 2 1 1 *", timezone="UTC", model="m",
-                              workload=f"/w/{t}", workload_type=t, optimize_args=[], live_model_name="llama")
+                              workload=f"/w/{t}", workload_type=t, request={}, live_model_name="llama")
             for t in ("code", "chat")]
     levels = {"code": (0.8, 3.4), "chat": (0.4, 2.2)}
 

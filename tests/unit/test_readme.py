@@ -103,6 +103,13 @@ def test_the_cli_reference_is_the_generated_one(config_reference):
         assert re.search(rf"^## tuner {name}$", shown, re.M), f"no section for tuner {name}"
 
 
+def test_the_study_request_reference_is_the_generated_one(config_reference):
+    shown = generated_part(config_reference.REQUEST_PAGE, "request-reference")
+    assert shown == config_reference.request_markdown(), "run scripts/config_reference.py --write"
+    for key in ("space.ks", "loads.concurrency", "rules.slos", "run.repeats", "server.deploy_args", "db"):
+        assert f"| `{key}` |" in shown, f"no row for {key}"
+
+
 def test_every_study_key_has_a_row(config_reference):
     keys_shown = {row[1].strip("`") for row in config_reference.rows()}
     assert set(config_reference.study_keys()) <= keys_shown

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fakes import stored_request
 from tuner.errors import UsageError
 from tuner.schedule.config import ServeSettings, load_config
 from tuner.schedule.cron import check_cron, next_time
@@ -44,7 +45,7 @@ def jobs(database):
 
 def add(jobs: JobStore, name: str, cron: str = "0 2 * * *", gpus: str | None = None, created=T0):
     row = jobs.add_schedule(name=name, cron=cron, timezone="UTC", model="m", workload="/w/code.jsonl",
-                            workload_type="code", optimize_args=["--k", "1-4"], gpus=gpus)
+                            workload_type="code", request=stored_request(k="1-4"), gpus=gpus)
     jobs.set_fired(row.id, created)  # as if created at T0
     return jobs.schedule(name)
 
@@ -83,8 +84,8 @@ def test_each_run_is_a_new_study_with_the_schedule_options(jobs):
     schedule = add(jobs, "nightly")
     job = enqueue_run(jobs, schedule, "run-now", T0)
     assert job.study_name == "nightly 2026-11-30 12:00:00"
-    assert job.argv == ["--workload", "/w/code.jsonl", "--model", "m", "--type", "code",
-                        "--name", job.study_name, "--k", "1-4"]
+    assert job.request == {**schedule.request, "name": job.study_name}
+    assert job.request["space"]["ks"] == [1, 2, 3, 4] and job.request["workload"] == "/w/code.jsonl"
 
 
 def test_gpu_sets_overlap():
@@ -233,8 +234,8 @@ def test_serve_settings_environment_over_config_file(tmp_path: Path, no_serve_en
         ServeSettings.load({"port": 70000})
 
 
-def fake_leftover(study: str, ignore_sigint: bool) -> subprocess.Popen:
-    """A process that looks like a job's `tuner optimize` (its argv names the study), in a session
+def fake_leftover(job_id: int, ignore_sigint: bool) -> subprocess.Popen:
+    """A process that looks like a job's `tuner run-request` (its argv names the job's request), in a session
     of its own, as a dead service would have left it; a thread reaps it, as its new parent would."""
     # Not ignoring: Python's own SIGINT handler, as tuner.cli.main installs it (a process started in
     # the background of a non-interactive shell, as a test run may be, inherits SIGINT ignored).
@@ -242,7 +243,8 @@ def fake_leftover(study: str, ignore_sigint: bool) -> subprocess.Popen:
     code = ("import signal, sys, time\n"
             + f"signal.signal(signal.SIGINT, {handler})\n"
             + "print('ready', flush=True)\ntime.sleep(60)\n")
-    process = subprocess.Popen([sys.executable, "-c", code, "optimize", "--name", study], start_new_session=True,
+    process = subprocess.Popen([sys.executable, "-c", code, "run-request", f"/jobs/job-{job_id}.request.json"],
+                               start_new_session=True,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert process.stdout.readline() == b"ready\n"  # its SIGINT handling is in place
     threading.Thread(target=process.wait, daemon=True).start()
@@ -255,7 +257,7 @@ def test_a_job_the_dead_service_left_running_is_interrupted_then_killed(jobs, da
                                                                         ignore_sigint, ended_by):
     job = enqueue_run(jobs, add(jobs, "nightly"), "schedule", T0)
     assert jobs.claim(job.id, str(tmp_path / "job.log"))
-    process = fake_leftover(job.study_name, ignore_sigint)
+    process = fake_leftover(job.id, ignore_sigint)
     jobs.set_pid(job.id, process.pid)
     # A grace of 5 s: Python's exit on SIGINT took over 1 s on the loaded CI host (killed instead).
     JobRunner(database, tmp_path).stop_leftovers(grace_s=5.0)

@@ -187,5 +187,39 @@ def test_a_read_only_database_refuses_writes(tmp_path):
     assert database.jobs.schedules() == []
     with pytest.raises(Exception, match="readonly|read-only|read only"):
         database.jobs.add_schedule(name="a", cron="0 2 * * *", timezone="UTC", model="m",
-                                   workload="/w/code.jsonl", workload_type="code", optimize_args=[])
+                                   workload="/w/code.jsonl", workload_type="code", request={})
+    database.dispose()
+
+
+def test_upgrade_from_0009_keeps_old_schedule_options_and_refuses_to_run_them(db_url, tmp_path):
+    """A schedule and a job stored as `tuner optimize` arguments, before study requests: the
+    upgrade keeps the arguments (inside the request), the schedule list says to add it again, and
+    the service fails such a job with that sentence instead of starting anything."""
+    from alembic import command
+
+    from tuner.plan.request import summary
+    from tuner.schedule.runner import JobRunner
+    from tuner.store import Database
+    from tuner.store.db import alembic_config, upgrade
+
+    command.upgrade(alembic_config(db_url), "0009")
+    with create_engine(db_url).begin() as c:
+        c.execute(text("INSERT INTO tuner_schedules (id, name, cron, timezone, model, workload, workload_type, "
+                       "optimize_args, enabled, created_at) VALUES (1, 'nightly', '0 2 * * *', 'UTC', 'm', "
+                       "'/w/code.jsonl', 'code', :args, true, '2026-11-01')"), {"args": json.dumps(["--k", "1-4"])})
+        c.execute(text("INSERT INTO tuner_jobs (id, schedule_id, schedule_name, reason, model, study_name, argv, "
+                       "status, attempts, due_at) VALUES (1, 1, 'nightly', 'schedule', 'm', 'nightly 1', :argv, "
+                       "'queued', 0, '2026-11-01')"), {"argv": json.dumps(["--name", "nightly 1", "--k", "1-4"])})
+    upgrade(db_url)
+    database = Database.open(db_url)
+    (schedule,) = database.jobs.schedules()
+    assert schedule.request == {"before_requests": ["--k", "1-4"]}
+    assert summary(schedule.request) == ("stored by an older tuner (optimize options: --k 1-4); remove the "
+                                         "schedule and add it again")
+    runner = JobRunner(database, tmp_path)
+    assert runner.start_ready() == [] and runner.running == {}
+    job = database.jobs.job(1)
+    assert job.status == "failed" and job.outcome_detail == (
+        "job 1 of 'nightly' was stored by an older tuner as `tuner optimize --name nightly 1 --k 1-4`; "
+        "remove the schedule and add it again with those options")
     database.dispose()

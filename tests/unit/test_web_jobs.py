@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 from fastapi.testclient import TestClient
 
+from fakes import stored_request
 from tuner.schedule.service import enqueue_run
 from tuner.store import JobStore, open_database
 from tuner.web import create_app
@@ -19,7 +20,7 @@ def test_jobs_page_shows_schedules_outcomes_and_drift(tmp_path, db_url):
     jobs = JobStore(open_database(db))
     schedule = jobs.add_schedule(name="nightly", cron="0 2 * * *", timezone="Europe/Berlin", model=EVIL,
                                  workload="/w/code.jsonl", workload_type="code",
-                                 optimize_args=["--k", "1-4"], gpus="0")
+                                 request=stored_request(k="1-4"), gpus="0")
     done = enqueue_run(jobs, schedule, "schedule", datetime(2026, 11, 29, 1, tzinfo=timezone.utc))
     jobs.claim(done.id, str(tmp_path / "job.log"))
     (tmp_path / "job.log").write_text("trial 0: baseline\nerror: something\n")

@@ -11,8 +11,11 @@ from optuna.trial import TrialState
 
 from tuner.propose.guided import GuidedSearch, key_of
 from tuner.plan.space import SearchSpace
-from tuner.study.workers import (fail_stale, has_waiting, heartbeat, pending_keys,
-                                  remember_command, stored_command, study_options)
+from tuner.study.workers import (REQUEST_ATTR, fail_stale, has_waiting, heartbeat, pending_keys,
+                                  remember_request, stored_request)
+from fakes import stored_request as request_json
+from tuner.errors import UsageError
+from tuner.plan.request import StudyRequest
 from tuner.store import ResultStore, open_database, optuna_storage
 
 
@@ -63,21 +66,24 @@ def test_guided_leaves_configs_other_workers_measure():
     assert guided.propose({}, pending={key_of(baseline.params), key_of(first.candidate.params)}) is None
 
 
-def test_the_stored_command_leaves_out_what_each_worker_sets(db_url):
+def test_a_worker_reads_the_study_request_the_creator_stored(db_url):
+    """What `tuner worker` runs is the creator's request, read back whole: no options rebuilt."""
     open_database(db_url)
     storage = optuna_storage(db_url)
-    argv = ["--workload", "w.jsonl", "--model", "m", "--db", "x", "--workers=2", "--gpus", "0,1",
-            "--json", "--name", "n", "--k", "1-4", "--join", "--heartbeat", "5"]
-    assert study_options(argv) == ["--workload", "w.jsonl", "--model", "m", "--k", "1-4"]
-    remember_command(storage, "n", argv, "/work")
-    assert stored_command(storage, "n") == {"argv": ["--workload", "w.jsonl", "--model", "m", "--k", "1-4"],
-                                            "cwd": "/work"}
-    assert stored_command(storage, "other") is None
+    request = StudyRequest.model_validate(request_json(k="1-4", concurrency="1,4", slos=["tpot_p99_ms<=40"],
+                                                       name="n", db=db_url))
+    remember_request(storage, request)
+    assert stored_request(storage, "n") == request
+    assert stored_request(storage, "other") is None
+    # A request this tuner cannot read (a key it does not know) is one sentence, not a guess.
+    optuna.load_study(study_name="n", storage=storage).set_user_attr(
+        REQUEST_ATTR, {**request.to_json(), "bogus": 1})
+    with pytest.raises(UsageError, match="the study 'n' holds no study request this tuner can read"):
+        stored_request(storage, "n")
 
 
 @pytest.mark.parametrize("args,message", [
     (["--workers", "2"], "several workers on one study need a database they can share"),
-    (["--join"], "several workers on one study need a database they can share"),
 ])
 def test_sqlite_is_refused_for_more_than_one_worker(tmp_path, args, message):
     import subprocess

@@ -1,4 +1,4 @@
-"""What a study will do, from the command line's flags over a TOML study file.
+"""What a study is asked, from the command line's flags over a TOML study file.
 
 ```toml
 trials = 12
@@ -21,9 +21,9 @@ mode = "concurrency"           # or rate, trace
 concurrency = 8                # or [1, 4, 16, 64]: one trial replays each level on its server
 ```
 
-Also where the flags that say how each configuration is measured (``RunOptions``) become the
-``MeasureSettings`` of `tuner measure` and `tuner optimize` (``measure_settings``);
-``tuner.study.prepare`` turns them into the study `tuner optimize` runs.
+``build_request`` makes the flags and the file one ``StudyRequest`` (tuner/plan/request.py), and
+``study_plan`` the plan the study loop runs from it. Also where the flags that say how each
+configuration is measured (``RunSettings``) become ``MeasureSettings`` (``measure_settings``).
 """
 
 from __future__ import annotations
@@ -31,23 +31,25 @@ from __future__ import annotations
 import math
 import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 
 from tuner.engine import ServerOptions
-from tuner.engine.server import parse_synthetic_acceptance
 from tuner.errors import UsageError
 from tuner.replay import LoadSpec
 from tuner.decide.answer import DEFAULT_NOISE
-from tuner.plan.checks import check_synthetic_acceptance
+from tuner.plan.checks import check_space, check_synthetic_acceptance
+from tuner.store import database_url
 from tuner.decide.output_check import NEAR_TIE_MARGIN
 from tuner.decide.slo import parse_slos
+from tuner.plan.request import Loads, Rules, RunSettings, Server, Space, StudyRequest
 from tuner.plan.settings import OptimizeSettings, parse_time_limit
 from tuner.plan.space import (DEFAULT_KS, SearchSpace, block_ks, drafts_by_method, parse_ks,
                                 parse_lookup, proposal_ks)
 from tuner.measure.trial import MeasureSettings
+from tuner.workload import Workload, load_workload
 
 KEYS = {
     "": {"trials", "time_limit", "noise", "strategy", "slo", "max_output_change", "allow_output_change", "near_tie_margin",
@@ -174,19 +176,21 @@ def _ks(value: Any) -> tuple[int, ...]:
     return parse_ks(str(value))
 
 
-def plan_study(
-    study_file: Path | None = None, *, methods: list[str] | None = None, drafts: list[str] | None = None,
+def build_request(
+    study_file: Path | None = None, *, workload: str | Path, model: str, workload_type: str | None = None,
+    name: str | None = None, db: str | None = None, run: RunSettings | None = None,
+    methods: list[str] | None = None, drafts: list[str] | None = None,
     k: str | None = None, ngram_lookup: list[str] | None = None, load: str | None = None,
     concurrency: str | int | None = None, rate: str | float | None = None,
     time_scale: float | None = None, seed: int = 0, server_cmd: str | None = None,
     server_args: list[str] | None = None, trials: int | None = None, noise: float | None = None,
     strategy: str | None = None, slos: list[str] | None = None, warm_start: bool = True,
-    name: str | None = None, join: bool = False, deploy_args: list[str] | None = None,
-    max_output_change: float | None = None, allow_output_change: bool | None = None,
-    near_tie_margin: float | None = None, time_limit: str | None = None,
-) -> StudyPlan:
-    """Flags win over the study file; the file wins over the defaults. Deploy arguments are
-    server arguments too: the server of every trial gets them, after the others."""
+    deploy_args: list[str] | None = None, max_output_change: float | None = None,
+    allow_output_change: bool | None = None, near_tie_margin: float | None = None,
+    time_limit: str | None = None,
+) -> StudyRequest:
+    """The one place a study is asked: flags win over the study file, the file over the defaults.
+    Drafts are sorted by method and block sizes read from their checkpoints here, once."""
     study = load_study_file(study_file) if study_file else {}
     space_cfg, server_cfg, load_cfg = (study.get(x, {}) for x in ("space", "server", "load"))
     named = tuple(methods or space_cfg.get("methods") or ())
@@ -195,75 +199,56 @@ def plan_study(
     # A --draft PATH whose method was not named adds the method its checkpoint is for.
     chosen = (*named, *(m for m in by_method if m not in named)) or ("ngram",)
     ks = parse_ks(k) if k is not None else _ks(space_cfg["k"]) if "k" in space_cfg else proposal_ks(by_method, DEFAULT_KS)
-    space = SearchSpace(
-        methods=chosen,
-        ks=ks,
-        drafts=by_method,
-        ngram_lookup=tuple(parse_lookup(x) for x in ngram_lookup or space_cfg.get("ngram_lookup") or ["2-4"]),
-        fixed_k=block_ks(by_method, dict(space_cfg.get("fixed_k", {}))),
-    )
+    space = Space(methods=chosen, ks=ks, drafts=by_method,
+                  ngram_lookup=tuple(parse_lookup(x) for x in ngram_lookup or space_cfg.get("ngram_lookup") or ["2-4"]),
+                  fixed_k=block_ks(by_method, dict(space_cfg.get("fixed_k", {}))))
+    rates = _given(rate, load_cfg.get("rate"))
     mode = load or load_cfg.get("mode", "concurrency")
-    levels = parse_levels(_given(concurrency, load_cfg.get("concurrency", 1)), "concurrency")
-    rates = (parse_levels(_given(rate, load_cfg.get("rate")), "rate", float)
-             if rate is not None or "rate" in load_cfg else (None,))
-    scale = _given(time_scale, load_cfg.get("time_scale", 1.0))
-    if mode == "rate":
-        loads = tuple(LoadSpec("rate", levels[0], r, scale, seed) for r in rates)
-    elif mode == "concurrency":
-        loads = tuple(LoadSpec("concurrency", c, None, scale, seed) for c in levels)
-    else:
-        loads = (LoadSpec(mode, levels[0], rates[0], scale, seed),)  # type: ignore[arg-type]
-    options = OptimizeSettings(
-        trials=_given(trials, study.get("trials", 20)),
-        time_limit_s=(parse_time_limit(limit) if (limit := _given(time_limit, study.get("time_limit"))) is not None
-                      else None),
-        noise=check_noise(_given(noise, study.get("noise", DEFAULT_NOISE))), seed=seed,
+    if mode not in ("concurrency", "rate", "trace"):
+        raise UsageError(f"--load must be concurrency, rate or trace, got {mode!r}")
+    loads = Loads(mode=mode,
+                  concurrency=parse_levels(_given(concurrency, load_cfg.get("concurrency", 1)), "concurrency"),
+                  rate=parse_levels(rates, "rate", float) if rates is not None else None,
+                  time_scale=_given(time_scale, load_cfg.get("time_scale", 1.0)))
+    run = run or RunSettings()
+    if run.acceptance_rates and allow_output_change is None:
+        allow_output_change = True  # the synthetic sampler changes greedy output by design
+    limit = _given(time_limit, study.get("time_limit"))
+    rules = Rules(
+        trials=_given(trials, study.get("trials", 20)), seed=seed,
+        time_limit_s=parse_time_limit(limit) if limit is not None else None,
+        noise=check_noise(_given(noise, study.get("noise", DEFAULT_NOISE))),
         strategy=strategy or study.get("strategy", "guided"),
-        slos=parse_slos(slos or study.get("slo", [])), warm_start=warm_start, name=name, join=join,
-        max_output_change=float(max_output_change if max_output_change is not None
-                                else study.get("max_output_change", 0.0)),
-        allow_output_change=bool(allow_output_change if allow_output_change is not None
-                                 else study.get("allow_output_change", False)),
-        near_tie_margin=float(near_tie_margin if near_tie_margin is not None
-                              else study.get("near_tie_margin", NEAR_TIE_MARGIN)),
-        deploy_args=tuple(deploy := list(deploy_args or server_cfg.get("deploy_args", []))),
-    )
-    return StudyPlan(space, loads, server_cmd or server_cfg.get("cmd"),
-                     list(server_args or server_cfg.get("args", [])) + deploy, options)
+        slos=tuple(s.text for s in parse_slos(slos or study.get("slo", []))), warm_start=warm_start,
+        max_output_change=float(_given(max_output_change, study.get("max_output_change", 0.0))),
+        allow_output_change=bool(_given(allow_output_change, study.get("allow_output_change", False))),
+        near_tie_margin=float(_given(near_tie_margin, study.get("near_tie_margin", NEAR_TIE_MARGIN))))
+    server = Server(cmd=server_cmd or server_cfg.get("cmd"), args=tuple(server_args or server_cfg.get("args", [])),
+                    deploy_args=tuple(deploy_args or server_cfg.get("deploy_args", [])))
+    if run.log_dir is not None:
+        run = run.model_copy(update={"log_dir": run.log_dir.absolute()})
+    request = StudyRequest(workload=str(Path(workload).absolute()), workload_type=workload_type, model=model,
+                           space=space, loads=loads, server=server, rules=rules, run=run, name=name,
+                           db=database_url(db))
+    study_plan(request)  # refuses what cannot be planned (a load without its rate, a bad strategy) now
+    return request
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    """How each configuration is measured and its server started: the flags `tuner measure` and
-    `tuner optimize` share (each command gives its own loads, server command and arguments)."""
-
-    # No defaults of its own: the commands' options have them.
-    warmup: int
-    repeats: int
-    max_repeats: int | None
-    precision: float
-    repeat_mode: str
-    max_tokens: int
-    request_timeout: float
-    start_timeout: float
-    download_timeout: float
-    retries: int
-    retry_wait: float
-    log_dir: Path
-    synthetic_acceptance: str | None  # as given, like "0.74,0.54,0.41"
-    requests_per_client: int | None = None
-    warmup_until_steady: bool = False
-    gpu_free_timeout: float = ServerOptions.gpu_free_timeout_s  # `tuner measure` has no flag for it
-    # The profile read from ``synthetic_acceptance``: a malformed one is refused on creation.
-    acceptance_rates: tuple[float, ...] | None = field(init=False)
-
-    def __post_init__(self) -> None:
-        rates = parse_synthetic_acceptance(self.synthetic_acceptance) if self.synthetic_acceptance else None
-        object.__setattr__(self, "acceptance_rates", rates)
+def study_plan(request: StudyRequest, join: bool = False) -> StudyPlan:
+    """What the study loop runs, from the request; ``join``: this process joins others' study."""
+    return StudyPlan(request.space.search_space(), request.load_specs(), request.server.cmd,
+                     request.server.all_args, request.settings(join))
 
 
-def measure_settings(run: RunOptions, loads: Sequence[LoadSpec], server_cmd: str | None,
-                     server_args: Sequence[str], gpus: tuple[int, ...] | None = None) -> MeasureSettings:
+def plan_study(study_file: Path | None = None, **flags: Any) -> StudyPlan:
+    """The plan of a study file and flags alone, for a model and workload that do not matter
+    (the tests and the reference pages read it)."""
+    return study_plan(build_request(study_file, workload="workload.jsonl", model="model", **flags))
+
+
+def measure_settings(run: RunSettings, loads: Sequence[LoadSpec], server_cmd: str | None,
+                     server_args: Sequence[str], gpus: tuple[int, ...] | None = None,
+                     gpu_free_timeout: float = ServerOptions.gpu_free_timeout_s) -> MeasureSettings:
     """The one place a command's flags become MeasureSettings and the ServerOptions in them.
     ``loads``: replayed in order on each server; ``gpus``: this process's (None: the host's)."""
     if run.acceptance_rates:
@@ -276,6 +261,18 @@ def measure_settings(run: RunOptions, loads: Sequence[LoadSpec], server_cmd: str
         default_max_tokens=run.max_tokens, retries=run.retries, retry_wait_s=run.retry_wait,
         server=ServerOptions(server_cmd=server_cmd, server_args=list(server_args),
                              start_timeout_s=run.start_timeout, download_timeout_s=run.download_timeout,
-                             log_dir=run.log_dir, gpus=gpus, gpu_free_timeout_s=run.gpu_free_timeout,
+                             log_dir=run.logs, gpus=gpus, gpu_free_timeout_s=gpu_free_timeout,
                              synthetic_acceptance=run.acceptance_rates),
     )
+
+
+def check_request(request: StudyRequest) -> Workload:
+    """Everything a study will need that can be checked before it runs, for a launcher that runs
+    it later or elsewhere (a schedule, the dashboard): the workload's lines (FILE:LINE), the
+    measuring settings, the target and the drafts (warnings are for the run to show). Raises
+    UsageError; returns the workload."""
+    workload = load_workload(request.workload, request.workload_type)
+    plan = study_plan(request)
+    measure_settings(request.run, plan.loads, plan.server_cmd, plan.server_args)
+    check_space(plan.space, request.model)
+    return workload

@@ -1,6 +1,7 @@
-"""Running queued jobs: each is `tuner optimize` as a child process, one at a time per GPU set.
+"""Running queued jobs: each is `tuner run-request` of its stored study request, as a child process,
+one at a time per GPU set.
 
-A job's GPU set is ``--gpus`` of its schedule ("0,1"), passed on to `tuner optimize --gpus`; no
+A job's GPU set is ``--gpus`` of its schedule ("0,1"), passed on to the child's ``--gpus``; no
 set means every GPU of the host, so such a job shares with every other. Jobs start in queue order,
 and a job never jumps ahead of an earlier one that waits for the same GPUs.
 
@@ -16,6 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.errors import UsageError
+from tuner.plan.request import StudyRequest
 from tuner.study.child_process import Child, Orphan, start_child, stop_children, tuner_argv
 from tuner.schedule.outcome import study_outcome
 from tuner.store import Database, JobRow
@@ -53,13 +56,19 @@ class JobRunner:
         self.noise = noise
         self.running: dict[int, RunningJob] = {}
 
-    def argv(self, job: JobRow) -> list[str]:
-        argv = tuner_argv("optimize", *job.argv, "--db", self.db_url)
-        if not any(a == "--log-dir" or a.startswith("--log-dir=") for a in job.argv):
-            argv += ["--log-dir", str(self.log_dir / "servers")]  # beside the job logs, not in the cwd
-        if job.gpus:
-            argv += ["--gpus", job.gpus]  # its servers see only these, and wait until they are free
-        return argv
+    def request_file(self, job: JobRow) -> Path:
+        """The job's request as its child reads it: on this service's database, its servers'
+        logs beside the job logs unless the schedule named a folder."""
+        if job.request is None or "before_requests" in job.request:
+            given = " ".join((job.request or {}).get("before_requests", []))
+            raise UsageError(f"job {job.id} of {job.schedule_name!r} was stored by an older tuner as "
+                             f"`tuner optimize {given}`; remove the schedule and add it again with those options")
+        request = StudyRequest.from_json(job.request, f"job {job.id} of {job.schedule_name!r}")
+        run = request.run if request.run.log_dir else request.run.model_copy(
+            update={"log_dir": (self.log_dir / "servers").absolute()})
+        path = self.log_dir / f"job-{job.id}.request.json"
+        path.write_text(request.model_copy(update={"db": self.db_url, "run": run}).model_dump_json(indent=1))
+        return path
 
     def start_ready(self) -> list[JobRow]:
         """Start every queued job whose GPUs are free and not wanted by an earlier queued job."""
@@ -76,7 +85,15 @@ class JobRunner:
         log_path = self.log_dir / f"job-{job.id}-{time.strftime('%Y%m%d-%H%M%S')}.log"
         if not self.jobs.claim(job.id, str(log_path)):
             return False  # another process took it
-        process = start_child(self.argv(job), log_path, append=True)
+        try:
+            argv = tuner_argv("run-request", str(self.request_file(job)))
+        except UsageError as exc:  # a job that cannot run is failed with the reason, not retried
+            self.jobs.finish(job.id, "failed", None, None, str(exc))
+            log.warning("job %d failed before it started: %s", job.id, exc)
+            return False
+        if job.gpus:
+            argv += ["--gpus", job.gpus]  # its servers see only these, and wait until they are free
+        process = start_child(argv, log_path, append=True)
         self.jobs.set_pid(job.id, process.pid)
         self.running[job.id] = RunningJob(self.jobs.job(job.id), process)
         log.info("job %d (%s, %s) started: pid %d, log %s", job.id, job.schedule_name, job.reason,
@@ -144,12 +161,13 @@ class JobRunner:
 
 
 def _is_job_process(job: JobRow) -> bool:
-    """The pid may have been reused: only a process whose command line names this job's study."""
+    """The pid may have been reused: only a process whose command line names this job's request."""
     try:
         cmdline = Path(f"/proc/{job.pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return job.study_name.encode() in cmdline and b"optimize" in cmdline
+    return b"run-request" in cmdline and any(arg.endswith(f"job-{job.id}.request.json".encode())
+                                             for arg in cmdline)
 
 
 def _last_error(log_path: str | None) -> str | None:

@@ -30,10 +30,10 @@ def study_name_for(schedule: ScheduleRow, at: datetime) -> str:
 
 def enqueue_run(jobs: JobStore, schedule: ScheduleRow, reason: str, now: datetime,
                 detail: str | None = None) -> JobRow:
+    """A job running the schedule's request under a study name of its own."""
     study = study_name_for(schedule, now)
-    argv = ["--workload", schedule.workload, "--model", schedule.model, "--type", schedule.workload_type,
-            "--name", study, *schedule.optimize_args]
-    return jobs.enqueue(schedule, reason=reason, study_name=study, argv=argv, due_at=now, detail=detail)
+    request = {**schedule.request, "name": study} if schedule.request else None
+    return jobs.enqueue(schedule, reason=reason, study_name=study, request=request, due_at=now, detail=detail)
 
 
 class TuningService:

@@ -40,7 +40,7 @@ class ScheduleRow:
     model: str
     workload: str
     workload_type: str
-    optimize_args: list[str]
+    request: dict | None  # a StudyRequest without name and database (tuner/plan/request.py)
     gpus: str | None
     live_model_name: str | None
     enabled: bool
@@ -55,7 +55,7 @@ class ScheduleRow:
     @classmethod
     def of(cls, s: Schedule) -> ScheduleRow:
         return cls(s.id, s.name, s.cron, s.timezone, s.model, s.workload, s.workload_type,
-                   list(s.optimize_args), s.gpus, s.live_model_name, bool(s.enabled),
+                   s.request, s.gpus, s.live_model_name, bool(s.enabled),
                    _utc(s.created_at), _utc(s.last_fired_at))
 
 
@@ -68,7 +68,7 @@ class JobRow:
     detail: str | None
     model: str
     study_name: str
-    argv: list[str]
+    request: dict | None  # the StudyRequest it runs, named
     gpus: str | None
     status: str
     attempts: int
@@ -84,7 +84,7 @@ class JobRow:
     @classmethod
     def of(cls, j: Job) -> JobRow:
         return cls(j.id, j.schedule_id, j.schedule_name, j.reason, j.detail, j.model, j.study_name,
-                   list(j.argv), j.gpus, j.status, j.attempts, j.pid, j.exit_code, j.log_path,
+                   j.request, j.gpus, j.status, j.attempts, j.pid, j.exit_code, j.log_path,
                    j.outcome, j.outcome_detail, _utc(j.due_at), _utc(j.started_at), _utc(j.finished_at))
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,11 +124,11 @@ class JobStore:
     # schedules
 
     def add_schedule(self, *, name: str, cron: str, timezone: str, model: str, workload: str,
-                     workload_type: str, optimize_args: list[str], gpus: str | None = None,
+                     workload_type: str, request: dict, gpus: str | None = None,
                      live_model_name: str | None = None) -> ScheduleRow:
         with Session(self.engine) as session:
             schedule = Schedule(name=name, cron=cron, timezone=timezone, model=model, workload=workload,
-                                workload_type=workload_type, optimize_args=optimize_args, gpus=gpus,
+                                workload_type=workload_type, request=request, gpus=gpus,
                                 live_model_name=live_model_name, enabled=True, created_at=_now())
             session.add(schedule)
             try:
@@ -168,11 +168,11 @@ class JobStore:
 
     # jobs
 
-    def enqueue(self, schedule: ScheduleRow, *, reason: str, study_name: str, argv: list[str],
+    def enqueue(self, schedule: ScheduleRow, *, reason: str, study_name: str, request: dict | None,
                 due_at: datetime, detail: str | None = None) -> JobRow:
         with Session(self.engine) as session:
             job = Job(schedule_id=schedule.id, schedule_name=schedule.name, reason=reason, detail=detail,
-                      model=schedule.model, study_name=study_name, argv=argv, gpus=schedule.gpus,
+                      model=schedule.model, study_name=study_name, request=request, gpus=schedule.gpus,
                       status="queued", attempts=0, due_at=due_at)
             session.add(job)
             session.commit()

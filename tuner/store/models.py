@@ -71,6 +71,8 @@ class StudyRun(Base):
     # --noise: how much a winner must beat the baseline by (and the tie tolerance); every later
     # reading of the study (tuner best, the dashboard, drift) decides under it.
     noise: Mapped[float | None] = mapped_column(Float)
+    # The StudyRequest this run ran (tuner/plan/request.py), as JSON.
+    request: Mapped[dict | None] = mapped_column(JSON)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -214,7 +216,9 @@ class Schedule(Base):
     model: Mapped[str] = mapped_column(String(500))
     workload: Mapped[str] = mapped_column(String(1000))  # path on the service's host
     workload_type: Mapped[str] = mapped_column(String(100))
-    optimize_args: Mapped[list] = mapped_column(JSON)  # further `tuner optimize` options
+    # The StudyRequest of its jobs (tuner/plan/request.py), as JSON, without name and database;
+    # None for a schedule stored by a tuner before the request existed (it must be added again).
+    request: Mapped[dict | None] = mapped_column(JSON)
     gpus: Mapped[str | None] = mapped_column(String(100))  # "0,1"; None = every GPU of the host
     # The model_name label of this model on the production vLLM servers Prometheus scrapes.
     live_model_name: Mapped[str | None] = mapped_column(String(500))
@@ -237,7 +241,7 @@ class Job(Base):
     detail: Mapped[str | None] = mapped_column(Text)  # why, e.g. the drift seen
     model: Mapped[str] = mapped_column(String(500))
     study_name: Mapped[str] = mapped_column(String(500))  # a resumed job continues this study
-    argv: Mapped[list] = mapped_column(JSON)  # `tuner optimize` arguments, without --db
+    request: Mapped[dict | None] = mapped_column(JSON)  # the StudyRequest it runs, named; see Schedule
     gpus: Mapped[str | None] = mapped_column(String(100))
     status: Mapped[str] = mapped_column(String(20), index=True)  # queued, running, finished, failed, interrupted
     attempts: Mapped[int] = mapped_column(Integer, server_default="0")

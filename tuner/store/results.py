@@ -334,7 +334,8 @@ class ResultStore:
                                    .order_by(StudyRun.id))
             return [{"id": r.id, "status": r.status, "strategy": r.strategy, "slos": r.slos,
                      "pareto_front": r.pareto_front, "k_by_batch_size": r.k_by_batch_size,
-                     "load": r.load, "space": r.space, "started_at": r.started_at, **self._rules(r)}
+                     "load": r.load, "space": r.space, "started_at": r.started_at, "request": r.request,
+                     **self._rules(r)}
                     for r in runs]
 
     @staticmethod

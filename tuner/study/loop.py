@@ -213,13 +213,15 @@ def optimize(
     store: ResultStore, storage: optuna.storages.BaseStorage, options: OptimizeSettings,
     progress: StudyProgress, on_ready: Callable[[], object] | None = None,
     measure: Callable[..., list[Measurement]] | None = None, began: float | None = None,
+    request: dict | None = None,
 ) -> StudyOutcome:
     """``on_ready``: called once the study is set up (stale trials closed), before the first
     trial: `tuner optimize --workers N` starts its other workers there, not earlier, so that
     their first trials are not taken for leftovers of a dead run. ``measure``: what measures a
     config at the loads (``measure_config_at_loads``, the real server); the search benchmark
     passes one that draws from a stored table, so it runs this very loop. ``began``: when the
-    command started (``time.monotonic``), which --time-limit counts from; default now."""
+    command started (``time.monotonic``), which --time-limit counts from; default now.
+    ``request``: the study's request as JSON, kept with this run (tuner/plan/request.py)."""
     measure = measure or measure_config_at_loads
     name = options.name or study_name(model, workload.type, settings.loads_label)
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize",
@@ -242,7 +244,7 @@ def optimize(
                          max_output_change=options.max_output_change,
                          allow_output_change=options.allow_output_change,
                          synthetic_acceptance=synthetic_text(settings.server.synthetic_acceptance),
-                         noise=options.noise)
+                         noise=options.noise, request=request)
     if on_ready is not None:
         on_ready()
     vllm_version, duplicates, status, restarts = None, 0, "interrupted", 0

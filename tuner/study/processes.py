@@ -1,5 +1,5 @@
-"""The worker processes of a shared study: the helpers `tuner optimize --workers N` starts beside
-itself, and `tuner worker`, which becomes the creator's `tuner optimize` joined to its study.
+"""The helper workers `tuner optimize --workers N` starts beside itself: each is `tuner worker`,
+which reads the study's stored request and runs it (``tuner.study.run.join_study``).
 How they share the study (heartbeats, stale trials) is ``tuner.study.workers``'s business; how a
 tuner child process is started and stopped is ``tuner.study.child_process``'s.
 """
@@ -9,36 +9,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from tuner.study.child_process import Child, signal_group, start_child, tuner_argv
 from tuner.errors import UsageError
-from tuner.study.workers import stored_command
-from tuner.store import Database, database_url
-
-
-def join_study(study: str, db: str, gpus: str | None, gpu_free_timeout: float, heartbeat: int,
-               report: Callable[[str], None]) -> NoReturn:
-    """`tuner worker`: become the study creator's `tuner optimize`, joined to its study."""
-    url = database_url(db)
-    if url.startswith("sqlite"):
-        raise UsageError("a worker shares its study with other processes, which SQLite cannot "
-                         "do safely; keep the study on PostgreSQL (--db postgresql://USER@HOST/DB)")
-    command = stored_command(Database.open(url).optuna(heartbeat), study)
-    if command is None:
-        raise UsageError(f"no study {study!r} started by `tuner optimize` in {url}; start it there "
-                         "first (tuner optimize ... --db URL), then join it")
-    if Path(command["cwd"]).is_dir():
-        os.chdir(command["cwd"])  # its workload and study file paths may be relative
-    argv = tuner_argv("optimize", *command["argv"], "--name", study, "--db", url, "--join",
-                      "--heartbeat", str(heartbeat), "--gpu-free-timeout", str(gpu_free_timeout))
-    if gpus:
-        argv += ["--gpus", gpus]
-    report(f"worker joins {study!r}")
-    os.execv(sys.executable, argv)  # the same process (and process group), now the study's loop
 
 
 @contextlib.contextmanager

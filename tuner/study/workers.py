@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import optuna
 from optuna.trial import TrialState
 
+from tuner.plan.request import StudyRequest
 from tuner.propose.guided import key_of
 from tuner.store import ResultStore
 
@@ -91,37 +92,20 @@ def has_waiting(study: optuna.Study) -> bool:
     return bool(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
 
-COMMAND_ATTR = "tuner_command"
-# Options each worker sets for itself; the rest of the creator's command is the study's.
-OWN_OPTIONS = {"--db": True, "--workers": True, "--gpus": True, "--heartbeat": True,
-               "--gpu-free-timeout": True, "--name": True, "--join": False, "--json": False}
+REQUEST_ATTR = "tuner_request"  # the creator's StudyRequest, as JSON: what a joining worker runs
 
 
-def study_options(argv: list[str]) -> list[str]:
-    """`tuner optimize` arguments without the ones every worker sets for itself."""
-    kept, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        name = arg.split("=", 1)[0]
-        if name in OWN_OPTIONS:
-            skip = OWN_OPTIONS[name] and "=" not in arg
-            continue
-        kept.append(arg)
-    return kept
+def remember_request(storage: optuna.storages.BaseStorage, request: StudyRequest) -> None:
+    """Store the study's request on it, so that `tuner worker --study NAME` can join."""
+    study = optuna.create_study(study_name=request.name, storage=storage, direction="maximize",
+                                load_if_exists=True)
+    study.set_user_attr(REQUEST_ATTR, request.to_json())
 
 
-def remember_command(storage: optuna.storages.BaseStorage, name: str, argv: list[str], cwd: str) -> None:
-    """Store the creator's command on the study, so that `tuner worker --study NAME` can join."""
-    study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True)
-    study.set_user_attr(COMMAND_ATTR, {"argv": study_options(argv), "cwd": cwd})
-
-
-def stored_command(storage: optuna.storages.BaseStorage, name: str) -> dict | None:
+def stored_request(storage: optuna.storages.BaseStorage, name: str) -> StudyRequest | None:
     try:
         study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         return None
-    return study.user_attrs.get(COMMAND_ATTR)
-
+    stored = study.user_attrs.get(REQUEST_ATTR)
+    return None if stored is None else StudyRequest.from_json(stored, f"the study {name!r}")

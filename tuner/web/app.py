@@ -142,8 +142,11 @@ def create_app(db_url: str | None = None, token: str | None = None,
         return [run.view() for run in launcher.runs]
 
     @app.post("/api/runs", status_code=202, dependencies=[Depends(operator)],
-              summary="Start `tuner optimize` on this host (operator token needed)")
+              summary="Start a study on this host, as `tuner optimize` would (operator token needed)")
     def api_start_run(request: RunRequest) -> dict[str, Any]:
-        return launcher.start(request).view()
+        try:
+            return launcher.start(request).view()
+        except UsageError as exc:  # refused before anything starts, in the CLI's words
+            raise HTTPException(422, str(exc)) from None
 
     return app

@@ -1,4 +1,5 @@
-"""Tuning runs started from the dashboard: each is `tuner optimize` as a child process.
+"""Tuning runs started from the dashboard: the form becomes a ``StudyRequest`` here (refused with
+its sentence before anything starts), and the study runs as `tuner run-request` in a child process.
 
 The only thing the dashboard can change, so it is the only route behind the operator's token.
 A run writes to the dashboard's own database and its output to a log file; the study itself
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from tuner.plan.request import StudyRequest
+from tuner.plan.study_plan import build_request, check_request
 from tuner.study.child_process import Child, start_child, stop_children, tuner_argv
 
 
@@ -31,25 +34,19 @@ class RunRequest(BaseModel):
                               "read from its config) or METHOD=PATH")
     k: str | None = Field(None, description="k values of chain drafters, like 1-6 or 2,4")
 
-    def argv(self, db_url: str) -> list[str]:
-        argv = tuner_argv("optimize", "--workload", self.workload, "--model", self.model, "--db", db_url)
-        if self.study:
-            argv += ["--study", self.study]
-        if self.name:
-            argv += ["--name", self.name]
-        if self.trials:
-            argv += ["--trials", str(self.trials)]
-        argv += [a for m in self.methods for a in ("--method", m)]
-        argv += [a for d in self.drafts for a in ("--draft", d)]
-        if self.k:
-            argv += ["--k", self.k]
-        return argv
+    def study_request(self, db_url: str) -> StudyRequest:
+        """The study this form asks for, checked as `tuner optimize` checks it."""
+        request = build_request(Path(self.study) if self.study else None, workload=self.workload,
+                                model=self.model, db=db_url, name=self.name, trials=self.trials,
+                                methods=self.methods or None, drafts=self.drafts or None, k=self.k)
+        check_request(request)
+        return request
 
 
 @dataclass
 class Run:
     id: int
-    argv: list[str]
+    request: StudyRequest
     log_path: Path
     process: Child
     started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -57,7 +54,7 @@ class Run:
     def view(self) -> dict:
         code = self.process.poll()
         status = "running" if code is None else ("finished" if code == 0 else f"exited with {code}")
-        return {"id": self.id, "pid": self.process.pid, "argv": self.argv, "status": status,
+        return {"id": self.id, "pid": self.process.pid, "request": self.request.to_json(), "status": status,
                 "exit_code": code, "started_at": self.started_at, "log": str(self.log_path)}
 
 
@@ -71,8 +68,10 @@ class RunLauncher:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         run_id = len(self.runs) + 1
         log_path = self.log_dir / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{run_id}.log"
-        argv = request.argv(self.db_url)
-        self.runs.append(Run(run_id, argv, log_path, start_child(argv, log_path)))
+        study = request.study_request(self.db_url)
+        request_path = log_path.with_suffix(".request.json")
+        request_path.write_text(study.model_dump_json(indent=1))
+        self.runs.append(Run(run_id, study, log_path, start_child(tuner_argv("run-request", str(request_path)), log_path)))
         return self.runs[-1]
 
     def stop_all(self, grace_s: float = 30.0) -> None:

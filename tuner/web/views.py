@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tuner.plan.request import summary
 from tuner.errors import UsageError
 from tuner.outputs.report import verdict_dict
 from tuner.decide.answer import Answer, trial_k
@@ -220,4 +221,4 @@ def job_page(jobs: JobStore, job_id: int) -> dict[str, Any]:
     job = jobs.job(job_id)
     if job is None:
         raise UsageError(f"no job {job_id}")
-    return {**job.to_dict(), "log_tail": log_tail(job.log_path) if job.log_path else "(not started yet)"}
+    return {**job.to_dict(), "study": summary(job.request), "log_tail": log_tail(job.log_path) if job.log_path else "(not started yet)"}
