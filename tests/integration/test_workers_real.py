@@ -68,6 +68,9 @@ def test_two_workers_measure_each_config_once_and_agree_with_one(tmp_path, tiny_
     assert len(rows) == 5, [(r.label, r.status) for r in rows]  # no config started twice
     runs = store.study_runs("two workers")
     assert len(runs) == 2  # the creator and the worker it started, one run each
+    # The helper ran the creator's request, read from the study: the same request on both runs.
+    assert runs[0]["request"] == runs[1]["request"] and runs[0]["request"]["name"] == "two workers"
+    assert (runs[0]["request"]["space"]["methods"], runs[0]["request"]["space"]["ks"]) == (["ngram", "draft_model"], [3, 9])
 
     # One worker on the same space, as a user would run it: the default (guided) search, without
     # a warm start from the shared study, on a budget of 3 restarts (the baseline and each

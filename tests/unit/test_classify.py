@@ -124,7 +124,7 @@ def test_a_threshold_outside_0_1_is_one_sentence(bad):
 def test_the_cli_default_threshold_is_the_documented_one():
     import inspect
 
-    from tuner import cli
+    from tuner.cli import traffic as cli
 
     for command in (cli.workload_split, cli.workload_stats_command):
         default = inspect.signature(command).parameters["min_confidence"].default
