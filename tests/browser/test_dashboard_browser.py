@@ -171,6 +171,10 @@ def test_clicking_through_to_a_trial_shows_its_real_server_log(page: Page, dashb
     assert shown[-1] == logged[-1], f"#log-tail does not end as {log} does:\n{tail[-2000:]}"
     assert sum(line in set(logged) for line in shown) >= len(shown) / 2, tail[-2000:]
     assert contains(json.loads(config), speculative.config), config
+    # Its tokens per step by context length, as stored from its requests' streams.
+    cells = pw.locator("#by-context tr td:nth-child(3)").all_inner_texts()
+    stored = [f"{b['tokens_per_step']:.2f} ({b['steps']})" for b in speculative.acceptance_by_context]
+    assert cells[:len(stored)] == stored and stored, cells
 
 
 def test_no_page_asks_another_host_for_anything(page: Page, dashboard: Dashboard):

@@ -70,6 +70,17 @@ def assert_acceptance(m: dict, k: int) -> None:
     # Unconditional per-position rates can only fall with the position.
     assert all(x >= y for x, y in zip(per_pos, per_pos[1:])), per_pos
     assert sum(per_pos) == pytest.approx(a["mean_acceptance_length"] - 1, abs=1e-9)
+    # Per request: vLLM's own counts (--per-request-spec-decode-metrics) add up to its counters
+    # over the same replay, and the streams' chunks show the same accepted drafts.
+    for run in m["runs"]:
+        total, counters = run["request_acceptance"]["total"], run["acceptance"]
+        assert (total["server_steps"], total["server_drafted"], total["server_accepted"]) == (
+            counters["drafts"], counters["draft_tokens"], counters["accepted_tokens"])
+        assert abs(total["stream_accepted"] - counters["accepted_tokens"]) <= max(2, 0.02 * counters["accepted_tokens"])
+        assert total["requests"] == REQUESTS and "acceptance disagrees with /metrics" not in run["marks"]
+        buckets = run["request_acceptance"]["by_context"]
+        assert sum(b["steps"] for b in buckets) == total["stream_steps"] > 0
+        assert all(1.0 <= b["tokens_per_step"] <= k + 1 for b in buckets)
 
 
 def test_baseline_has_no_acceptance_with_a_fresh_server_per_repeat(tmp_path, tiny_models):
@@ -113,3 +124,38 @@ def test_draft_model_on_chat_traffic_with_two_repeats(tmp_path, tiny_models):
 
 # A missing draft and an unknown config key in `tuner measure` are covered by the fault suite
 # (tests/faults/test_server_faults.py::test_a_missing_draft_and_refusals_before_any_start).
+
+
+def test_traffic_the_replay_did_not_send_is_marked(tmp_path, tiny_models):
+    """A request sent beside the replay, inside its /metrics window: the server's counters count
+    its drafts, the replay's requests do not, so the acceptance is marked, not trusted silently."""
+    import httpx
+
+    from tuner.engine import ServerOptions, SpecConfig, VllmServer
+    from tuner.engine.installed import per_request_spec_metrics
+    from tuner.measure.trial import MeasureSettings, NoProgress, measure_on_server
+    from tuner.replay import LoadSpec
+    from tuner.workload import load_workload
+
+    spec = SpecConfig(method="ngram", num_speculative_tokens=4)
+    options = ServerOptions(server_args=["--enforce-eager", "--max-model-len=1024"], log_dir=tmp_path,
+                            per_request_acceptance=per_request_spec_metrics())
+    workload = load_workload(short_code_workload(tmp_path, requests=4))
+    repetitive = " ".join(["def f(x): return x + 1"] * 20)
+    with VllmServer(str(tiny_models / "target"), spec, options) as server:
+        class StrayTraffic(NoProgress):
+            def start_replay(self, description: str, total: int) -> None:
+                if description.startswith("replay"):  # inside the measured window, not the warm-up
+                    httpx.post(f"{server.base_url}/v1/completions", timeout=120, json={
+                        "model": str(tiny_models / "target"), "prompt": repetitive, "max_tokens": 96,
+                        "ignore_eos": True, "temperature": 0}).raise_for_status()
+
+        (m,) = measure_on_server(server, str(tiny_models / "target"), spec, workload,
+                                 MeasureSettings(load=LoadSpec(), warmup=1, server=options), StrayTraffic())
+    run = m.median_run
+    total, counters = run.request_acceptance.total, run.acceptance
+    print(f"requests' own accepted drafts {total.accepted_tokens} (stream {total.stream_accepted}), "
+          f"/metrics {counters.accepted_tokens}")
+    assert counters.accepted_tokens > total.stream_accepted + 2
+    assert "acceptance disagrees with /metrics" in m.marks()
+    assert run.remeasured  # replayed once more, as for any mark another replay may clear

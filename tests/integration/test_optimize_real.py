@@ -282,3 +282,18 @@ def test_a_real_divergence_is_located_and_classified_by_the_near_tie_margin(tmp_
         print("divergence", margin, speculative.greedy_match_rate, where, answer.get("notes"))
     # The same config, measured again on a fresh server, parts at the same token: a CI can rely on it.
     assert found[None] == found[0.0]
+
+
+def test_each_trial_stores_its_requests_acceptance_and_it_agrees_with_the_counters(reference_study: ReferenceStudy):
+    """Per request, vLLM's own counts (--per-request-spec-decode-metrics) are stored with every
+    replay; over the replay they add up to the /metrics deltas, and each trial keeps its tokens
+    per step by context length."""
+    rows = [r for r in trials(reference_study.db_url) if r.config is not None and r.drafts]
+    assert {r.config["method"] for r in rows} >= {"ngram", "draft_model", "eagle3"}
+    for r in rows:
+        own = r.request_acceptance
+        accepted = round((r.mean_acceptance_length - 1) * r.drafts)
+        print(f"{r.label}: requests' own {own['server_steps']} steps / {own['server_drafted']} drafted / "
+              f"{own['server_accepted']} accepted; /metrics {r.drafts} / {r.draft_tokens} / {accepted}")
+        assert (own["server_steps"], own["server_drafted"], own["server_accepted"]) == (r.drafts, r.draft_tokens, accepted)
+        assert r.acceptance_by_context and "acceptance disagrees with /metrics" not in r.marks

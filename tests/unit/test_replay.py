@@ -41,6 +41,16 @@ class FakeServer:
         await response.prepare(request)
         if self.mode == "no-usage":
             await response.write(sse({"choices": [{"text": "x"}]}))
+        elif self.mode == "spec":
+            # vLLM with speculation, --per-request-spec-decode-metrics detailed and
+            # return_token_ids: the prefill's token, then one chunk per step of 1 + accepted
+            # drafts (an empty final chunk carries none), and its own counts on the usage chunk.
+            steps = [[7], [8, 9, 10], [11], [12, 13], []]
+            await response.write(sse(*[{"choices": [{"text": "t" * len(ids), "token_ids": ids}]} for ids in steps],
+                                     {"choices": [], "usage": {"completion_tokens": 7, "prompt_tokens": 300},
+                                      "metrics": {"speculative_decoding": {
+                                          "num_spec_steps": 3, "num_accepted_draft_tokens": 3,
+                                          "num_draft_tokens": 9, "per_step_accepted": [2, 0, 1]}}}))
         elif body.get("n", 1) > 1:
             # vLLM: one choice per chunk, by index, interleaved as the choices progress; the usage
             # report totals all choices. The order changes from request to request.
@@ -89,7 +99,8 @@ def fake():
 def test_bodies_follow_the_openai_api():
     path, body = request_body(Request(line=1, prompt="p", temperature=0, seed=4), "m", 99)
     assert path == "/v1/completions"
-    # A greedy request asks for its token ids, to locate where a config's output differs.
+    # Every request asks for its token ids: a greedy one's locate where a config's output differs,
+    # and every request's chunks give its acceptance per step.
     assert body == {"model": "m", "prompt": "p", "stream": True, "max_tokens": 99, "temperature": 0,
                     "seed": 4, "stream_options": {"include_usage": True}, "return_token_ids": True}
     messages = ({"role": "user", "content": "q"},)
@@ -212,3 +223,19 @@ def test_a_server_is_steady_once_a_warm_up_replay_no_longer_rises():
     assert not steady([1603.0, 1936.0]) and not steady([1603.0, 1936.0, 2128.0])
     assert steady([1603.0, 1936.0, 2128.0, 2131.0])
     assert steady([2200.0, 2100.0])  # a fall is noise, not a warm-up
+
+
+def test_a_requests_steps_and_vllms_own_counts_are_read_from_its_stream(fake):
+    from tuner.replay.acceptance import by_context, request_steps, requests_acceptance
+
+    fake.mode = "spec"
+    (result,), _ = replay(fake.url, "m", [Request(line=1, prompt="p", max_tokens=7)], LoadSpec())
+    assert result.chunk_tokens == (1, 3, 1, 2)  # the empty final chunk carries no step
+    assert result.spec_decoding["per_step_accepted"] == [2, 0, 1]
+    steps = request_steps(result)
+    # After the prefill's token at context 300: steps of 3, 1 and 2 tokens at 301, 304, 305.
+    assert (steps.tokens, steps.contexts, steps.stream_accepted) == ((3, 1, 2), (301, 304, 305), 3)
+    assert steps.server == (3, 3, 9) and steps.acceptance_length == 2.0
+    total = requests_acceptance([steps])
+    assert (total.source, total.stream_steps, total.server_accepted, total.server_drafted) == ("server", 3, 3, 9)
+    assert by_context([steps]) == [{"from": 256, "to": 512, "steps": 3, "tokens_per_step": 2.0}]

@@ -106,11 +106,16 @@ def workload_sample(
     """A smaller replay set with the file's length distribution and arrival pattern."""
     from tuner.workload import write_workload
     from tuner.workload.sample import sample_workload
+    from tuner.workload.stats import left_out
 
     with user_errors():
         loaded = load_workload(path)
-        count = write_workload(out, sample_workload(loaded, n, seed))
+        sample = sample_workload(loaded, n, seed)
+        count = write_workload(out, sample)
         console.print(f"{out}: {count} of {len(loaded)} requests", highlight=False)
+        if warning := left_out(loaded.requests, sample, "the sample's requests",
+                               "take a larger --n or another --seed"):
+            err_console.print(warning, highlight=False, soft_wrap=True)
 
 
 @workload_app.command("split")

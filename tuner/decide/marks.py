@@ -16,6 +16,10 @@ marked latency is never turned into a percentage. The marks:
   generation-token counter over the same window: requests the client did not see end, or
   traffic that was not the replay's.
 - repeats disagree: the replays of one config spread by more than the noise.
+- acceptance disagrees with /metrics: the drafts the replay's requests accepted, added up from
+  their streams (tuner.replay.acceptance), are not what the server's counters say over the same
+  window: a stream that coalesced steps, requests the client did not see to the end, or traffic
+  that was not the replay's. The acceptance figures then come from /metrics, marked.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from tuner.metrics import ServerLatency
+from tuner.metrics import Acceptance, ServerLatency
 from tuner.replay import ReplaySummary, RequestResult
+from tuner.replay.acceptance import RequestsAcceptance
 from tuner.decide.stats import mad
 
 COALESCED = "coalesced stream"
@@ -33,14 +38,20 @@ CLIENT_LAG = "client lagged the server"
 CLIENT_BOUND = "tokens/s bound by the client"
 TOKEN_COUNT = "token count disagrees with the server"
 REPEATS_DISAGREE = "repeats disagree"
+ACCEPTANCE_DISAGREES = "acceptance disagrees with /metrics"
 # Marks of one replay that another replay on the same server can clear (a stall, stray traffic).
-REMEASURABLE = (COALESCED, CLIENT_LAG, TOKEN_COUNT)
+REMEASURABLE = (COALESCED, CLIENT_LAG, TOKEN_COUNT, ACCEPTANCE_DISAGREES)
 LATENCY_MARKS = (COALESCED, CLIENT_LAG, CLIENT_BOUND)
 CLIENT_MARKS = (COALESCED, CLIENT_LAG)  # the client, not the server, set the pace
 
 MIN_TOKENS = 8  # a burst of fewer tokens is what a fast server sends anyway
 BURST_SHARE = 0.02  # decode time under 2 % of a request's e2e counts as one burst
 TOKEN_TOLERANCE = 0.01
+# The requests' accepted drafts against /metrics: within 2 % (and 2 tokens); vLLM's own
+# per-request counts and its counters count the same steps, so they agree exactly when nothing
+# else ran.
+ACCEPTANCE_TOLERANCE = 0.02
+ACCEPTANCE_SLACK = 2
 # The client lags when its median is above twice the upper edge of the server's median bucket
 # plus this much (HTTP, detokenizing and streaming add a few ms, not tens).
 LAG_FACTOR = 2.0
@@ -74,8 +85,28 @@ def client_lagged(summary: ReplaySummary, server: ServerLatency | None) -> bool:
     return False
 
 
+def _off(got: int, expected: int) -> bool:
+    return abs(got - expected) > max(ACCEPTANCE_SLACK, ACCEPTANCE_TOLERANCE * expected)
+
+
+def acceptance_disagrees(from_requests: RequestsAcceptance | None, counters: Acceptance | None) -> bool:
+    """The requests' own acceptance against the server's counters over the same window: vLLM's
+    per-request counts (steps, drafts proposed and accepted) where it sent them, and the drafts
+    accepted as the streams show them (a coalesced stream shows more). No verdict where either
+    side is missing."""
+    if from_requests is None or counters is None:
+        return False
+    if from_requests.server_steps is not None and (
+            _off(from_requests.server_steps, counters.drafts)
+            or _off(from_requests.server_accepted or 0, counters.accepted_tokens)
+            or _off(from_requests.server_drafted or 0, counters.draft_tokens)):
+        return True
+    return _off(from_requests.stream_accepted, counters.accepted_tokens)
+
+
 def run_marks(summary: ReplaySummary, requests: Sequence[RequestResult], server: ServerLatency | None,
-              server_generation_tokens: int) -> tuple[str, ...]:
+              server_generation_tokens: int, counters: Acceptance | None = None,
+              from_requests: RequestsAcceptance | None = None) -> tuple[str, ...]:
     marks = []
     if coalesced(summary, requests, server):
         marks.append(COALESCED)
@@ -85,6 +116,8 @@ def run_marks(summary: ReplaySummary, requests: Sequence[RequestResult], server:
     if summary.failed == 0 and summary.output_tokens and server_generation_tokens >= 0 and (
             abs(server_generation_tokens - summary.output_tokens) > TOKEN_TOLERANCE * summary.output_tokens):
         marks.append(TOKEN_COUNT)
+    if summary.failed == 0 and acceptance_disagrees(from_requests, counters):
+        marks.append(ACCEPTANCE_DISAGREES)
     return tuple(marks)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from tuner.engine.deploy import production_args, serve_command
 from tuner.errors import TunerError
+from tuner.decide.by_context import context_note
 from tuner.decide.answer import DEFAULT_NOISE, Answer, choose, eligible, undecided_text
 from tuner.decide.output_check import divergence_text
 from tuner.decide.k_by_batch_size import at_every_load, k_by_batch_size_beats_single, single_answer, single_stats
@@ -135,6 +136,11 @@ def _notes(answers: dict[str, Answer], shown: Sequence[TrialRow], rules: StudyRu
                    if rules.synthetic_acceptance else "allowed by --allow-output-change")
             notes.append(f"{r.label} changed greedy output at {r.load} on {1 - r.greedy_match_rate:.0%} "
                          f"of requests{divergence_text(r.first_divergence)} ({why})")
+    for r in shown:
+        baseline = answers[r.load].baseline if r.load in answers else None
+        if r.config is not None and (falls := context_note(r, baseline.tokens_per_s if baseline else None,
+                                                           next(iter(answers.values())).noise)):
+            notes.append(falls)
     if busy := client_bound_note([*(a.baseline for a in answers.values()), *shown]):
         notes.insert(0, busy)
     for r in [*shown, *(a.baseline for a in answers.values())]:

@@ -134,6 +134,19 @@ print(json.dumps({"refused": refused}))
 """
 
 
+_PER_REQUEST_SPEC_METRICS = r"""
+import dataclasses, json
+from vllm.config.observability import ObservabilityConfig
+print(json.dumps(any(f.name == "per_request_spec_decode_metrics" for f in dataclasses.fields(ObservabilityConfig))))
+"""
+
+
+def per_request_spec_metrics() -> bool:
+    """Whether the installed vLLM reports each request's acceptance in its response
+    (``--per-request-spec-decode-metrics``, vLLM >= 0.29); asked once and cached."""
+    return _probe("per_request_spec_metrics", _PER_REQUEST_SPEC_METRICS) is True
+
+
 def synthetic_sampler_refusal() -> str | None:
     """Why the installed vLLM's sampler refuses synthetic acceptance (the CPU build asserts
     against it at the first request), asked of its kernel once and cached; None where it runs

@@ -155,6 +155,9 @@ class ServerOptions:
     # first i+1 drafts with probability rates[i], whatever the draft guessed. The server's steps
     # (the draft's included) are real, so the figures are this host's step costs at that profile.
     synthetic_acceptance: tuple[float, ...] | None = None
+    # Ask vLLM for each request's acceptance, per verify step, in its response
+    # (``--per-request-spec-decode-metrics detailed``; speculative servers only, vLLM >= 0.29).
+    per_request_acceptance: bool = False
 
 
 class VllmServer:
@@ -189,6 +192,8 @@ class VllmServer:
             if rates := self.options.synthetic_acceptance:
                 spec = replace(spec, extra={**spec.extra, **synthetic_fields(rates, spec.k)})
             argv += ["--speculative-config", spec.to_json()]
+            if self.options.per_request_acceptance:
+                argv += ["--per-request-spec-decode-metrics", "detailed"]
         return argv + list(self.options.server_args)
 
     def checked_command(self) -> list[str]:

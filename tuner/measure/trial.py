@@ -23,6 +23,7 @@ from tuner.engine import ServerOptions, SpecConfig, VllmServer
 from tuner.errors import MetricsError, ServerDiedError, TunerError, UsageError
 from tuner.metrics import Acceptance, ServerLatency, acceptance_between, latency_between, scrape_counters
 from tuner.replay import LoadSpec, ReplaySummary, RequestResult, first_different_token, replay, summarize
+from tuner.replay.acceptance import RequestSteps, RequestsAcceptance, by_context, request_steps, requests_acceptance
 from tuner.decide.stats import RepeatStats, relative_precision, repeat_stats
 from tuner.decide.marks import REMEASURABLE, REPEATS_DISAGREE, repeats_disagree, run_marks, still_client_bound
 from tuner.workload import Workload
@@ -133,6 +134,29 @@ class RunResult:
     server_latency: ServerLatency | None = None  # the server's own histograms over this replay
     marks: tuple[str, ...] = ()  # why figures of this replay cannot be trusted (tuner.decide.marks)
     remeasured: tuple[str, ...] = ()  # the marks of an earlier replay this one replaced
+    # Acceptance per request and by context length, from the requests' streams (speculative
+    # configs only); its total is held against ``acceptance`` (the counters) by the marks.
+    request_acceptance: RequestAcceptance | None = None
+
+
+@dataclass(frozen=True)
+class RequestAcceptance:
+    """A replay's acceptance as its requests saw it: each request's steps, their total, and the
+    acceptance length per context-length bucket."""
+
+    steps: tuple[RequestSteps, ...]
+    total: RequestsAcceptance | None
+    by_context: tuple[dict, ...]
+
+    @classmethod
+    def of(cls, results: Sequence[RequestResult]) -> RequestAcceptance | None:
+        steps = tuple(s for r in results if (s := request_steps(r)) is not None)
+        return cls(steps, requests_acceptance(steps), tuple(by_context(steps))) if steps else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As stored with the run: the total, the buckets, and per request (RequestSteps.to_list)."""
+        return {**(self.total.to_dict() if self.total else {}), "by_context": list(self.by_context),
+                "per_request": {s.request_id: s.to_list() for s in self.steps}}
 
 
 @dataclass(frozen=True)
@@ -511,9 +535,12 @@ def _replay_once(server: VllmServer, model: str, spec: SpecConfig | None, worklo
     summary = summarize(results, duration)
     generated = int(after.generation_tokens - before.generation_tokens)
     latency = latency_between(before, after)
+    counters = acceptance_between(before, after, spec.k if spec else None)
+    per_request = RequestAcceptance.of(results) if spec is not None else None
     return RunResult(
-        repeat=repeat, summary=summary,
-        acceptance=acceptance_between(before, after, spec.k if spec else None),
+        repeat=repeat, summary=summary, acceptance=counters,
         server_generation_tokens=generated, requests=results, server_latency=latency,
-        marks=run_marks(summary, results, latency, generated),
+        marks=run_marks(summary, results, latency, generated, counters,
+                        per_request.total if per_request else None),
+        request_acceptance=per_request,
     )

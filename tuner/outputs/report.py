@@ -98,8 +98,16 @@ def measurement_table(m: Measurement) -> Table:
         table.add_row("acceptance rate", f"{a.acceptance_rate:.3f}")
         table.add_row("mean acceptance length", f"{a.mean_acceptance_length:.3f}")
         table.add_row("per-position acceptance", " ".join(f"{p:.3f}" for p in a.per_position))
-        table.add_row("drafts / draft tokens / accepted",
+        table.add_row("drafts / draft tokens / accepted (/metrics)",
                       f"{a.drafts} / {a.draft_tokens} / {a.accepted_tokens}")
+    if (per_request := median_run.request_acceptance) is not None and per_request.total is not None:
+        total = per_request.total
+        if total.server_steps is not None:
+            table.add_row("drafts / draft tokens / accepted (requests' own, vLLM)",
+                          f"{total.server_steps} / {total.server_drafted} / {total.server_accepted}")
+        table.add_row("decode steps / accepted (requests' streams)", f"{total.stream_steps} / {total.stream_accepted}")
+        table.add_row("tokens per step by context length (steps)", "  ".join(
+            f"{b['from']}-{b['to'] - 1}: {b['tokens_per_step']:.2f} ({b['steps']})" for b in per_request.by_context))
     table.add_row("server start", f"{m.server.startup_s:.1f} s (vLLM {m.server.vllm_version or '?'})")
     table.add_row("server log", m.server.log_path)
     for error in s.errors:
@@ -246,6 +254,25 @@ def pareto_table(rows: list[TrialRow], slos=()) -> Table:
     return table
 
 
+def context_table(rows: list[TrialRow]) -> Table | None:
+    """Acceptance length by context length (prompt + tokens generated before the step), per
+    speculative config and load, from the requests' own steps; None where no trial has them."""
+    shown = [r for r in rows if r.config is not None and r.acceptance_by_context]
+    if not shown:
+        return None
+    spans = sorted({(b["from"], b["to"]) for r in shown for b in r.acceptance_by_context})
+    table = Table(title="tokens per decode step (steps) by context length: tokens of prompt + output so far",
+                  title_justify="left")
+    table.add_column("config")
+    table.add_column("load")
+    for lo, hi in spans:
+        table.add_column(f"{lo}-{hi - 1}", justify="right")
+    for r in shown:
+        cells = {(b["from"], b["to"]): f"{b['tokens_per_step']:.2f} ({b['steps']})" for b in r.acceptance_by_context}
+        table.add_row(r.label, short_load(r.load), *(cells.get(span, "-") for span in spans))
+    return table
+
+
 def prediction_error(rows: list[TrialRow]) -> str | None:
     """How far the step-cost model was off on the trials it predicted."""
     found = prediction_figures(rows)
@@ -361,6 +388,7 @@ def answer_dict(answer: Answer) -> dict:
                 "greedy_match_rate": r.greedy_match_rate,
                 "greedy_near_tie_rate": r.greedy_near_tie_rate, "greedy_change_rate": r.greedy_change_rate,
                 "first_divergence": r.first_divergence, "marks": list(r.marks),
+                "request_acceptance": r.request_acceptance, "acceptance_by_context": r.acceptance_by_context,
                 "server_tpot_mean_s": r.server_tpot_mean_s,
                 "finished_at": r.finished_at.isoformat() if r.finished_at else None,
                 "vllm_version": r.vllm_version, "host": r.host}
@@ -409,6 +437,8 @@ def optimize_report(outcome, rows: list[TrialRow], grid: int, several_workers: b
                      "command goes on with the study")
     slos = next(iter(outcome.verdict.answers.values())).slos if outcome.verdict.answers else ()
     shown.append(pareto_table(rows, slos))
+    if (by_context := context_table(rows)) is not None:
+        shown.append(by_context)
     if outcome.k_by_batch_size is not None:
         shown.append(k_by_batch_size_text(outcome))
     shown.append(verdict_text(outcome.verdict, rows, config_file))

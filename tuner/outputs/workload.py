@@ -38,6 +38,10 @@ def stats_table(stats: WorkloadStats) -> Table:
         table.add_row(f"output tokens ({stats.output_tokens_given} lines)", _dist(stats.output))
     else:
         table.add_row("output tokens", "no line gives output_tokens")
+    if stats.context_mix:
+        unit = "tokens" if stats.prompt_unit == "tokens" else "tokens, from characters / 4"
+        table.add_row(f"context length mix ({unit}: prompt + output)", "  ".join(
+            f"{b['from']}-{b['to'] - 1}: {b['requests']} ({b['share']:.0%})" for b in stats.context_mix))
     if stats.only_max_tokens or stats.no_output_length:
         table.add_row("without output_tokens", f"{stats.only_max_tokens} give only max_tokens, "
                                                f"{stats.no_output_length} neither")

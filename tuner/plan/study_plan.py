@@ -37,6 +37,7 @@ from typing import Any
 
 
 from tuner.engine import ServerOptions
+from tuner.engine.installed import per_request_spec_metrics
 from tuner.errors import UsageError
 from tuner.replay import LoadSpec
 from tuner.decide.answer import DEFAULT_NOISE
@@ -262,7 +263,8 @@ def measure_settings(run: RunSettings, loads: Sequence[LoadSpec], server_cmd: st
         server=ServerOptions(server_cmd=server_cmd, server_args=list(server_args),
                              start_timeout_s=run.start_timeout, download_timeout_s=run.download_timeout,
                              log_dir=run.logs, gpus=gpus, gpu_free_timeout_s=gpu_free_timeout,
-                             synthetic_acceptance=run.acceptance_rates),
+                             synthetic_acceptance=run.acceptance_rates,
+                             per_request_acceptance=per_request_spec_metrics()),
     )
 
 

@@ -83,6 +83,14 @@ class RequestResult:
     # first choice, how far its log-probability stood above the runner-up's (None where the
     # server named one candidate only). A small margin is a numeric near-tie.
     margins: tuple[float | None, ...] | None = None
+    # Tokens of each streamed chunk that carried some (the first choice; from the chunks' token
+    # ids): with one chunk per engine step, the first is the prefill's token and each later one
+    # is 1 + the drafts that step accepted. None where the server sent no token ids, or n > 1.
+    chunk_tokens: tuple[int, ...] | None = None
+    # vLLM's own per-request acceptance (--per-request-spec-decode-metrics, vLLM >= 0.29): the
+    # final usage chunk's metrics.speculative_decoding (num_spec_steps, num_accepted_draft_tokens,
+    # num_draft_tokens, per_step_accepted ...). None where the server sends none.
+    spec_decoding: dict[str, Any] | None = None
 
     @property
     def tokens_per_choice(self) -> float:
@@ -133,8 +141,10 @@ def request_body(request: Request, model: str, default_max_tokens: int,
     for name in SENT_AS_CAPTURED:
         if (value := getattr(request, name)) is not None:
             body[name] = list(value) if isinstance(value, tuple) else value
+    # Token ids per chunk: the greedy check compares them, and every request's chunks give its
+    # acceptance per step. A few bytes per chunk; ignored by servers without it.
+    body["return_token_ids"] = True
     if request.temperature == 0:
-        body["return_token_ids"] = True  # a few bytes per chunk; ignored by servers without it
         if top_logprobs:
             # Candidates named by token id: two tokens that decode alike stay apart.
             body["return_tokens_as_token_ids"] = True
@@ -184,6 +194,7 @@ class _Choices:
         self.text: dict[int, Any] = {}
         self.token_ids: dict[int, list[int]] = {}
         self.margins: list[float | None] = []  # of the first choice
+        self.chunk_tokens: list[int] = []  # of the first choice: tokens per chunk that carried any
 
     def add(self, choice: dict[str, Any]) -> str:
         index = choice.get("index") or 0
@@ -192,9 +203,12 @@ class _Choices:
         piece = _choice_text(choice)
         if piece:
             self.text[index].update(piece.encode())
-        self.token_ids[index] += choice.get("token_ids") or ()
+        ids = choice.get("token_ids") or ()
+        self.token_ids[index] += ids
         if index == 0:
             self.margins += _top_margins(choice.get("logprobs"))
+            if ids:
+                self.chunk_tokens.append(len(ids))
         return piece
 
     def digest(self) -> str:
@@ -228,6 +242,7 @@ async def send_request(
     sent = time.perf_counter()
     ttft: float | None = None
     usage: dict[str, Any] | None = None
+    spec_decoding: dict[str, Any] | None = None
     choices = _Choices()
 
     def failed(error: str) -> RequestResult:
@@ -252,6 +267,7 @@ async def send_request(
                                 ttft = time.perf_counter() - sent
                         if chunk.get("usage"):
                             usage = chunk["usage"]
+                            spec_decoding = (chunk.get("metrics") or {}).get("speculative_decoding")
     except asyncio.TimeoutError:
         return failed("timed out waiting for the server")
     except aiohttp.ClientError as exc:
@@ -268,9 +284,11 @@ async def send_request(
         request.label, sent - t0, ok=True, ttft_s=ttft if ttft is not None else e2e, e2e_s=e2e,
         output_tokens=output_tokens, prompt_tokens=usage.get("prompt_tokens"),
         text_digest=choices.digest(), greedy=request.temperature == 0,
-        token_ids=tuple(ids) if (ids := choices.all_token_ids()) else None,
+        token_ids=tuple(ids) if request.temperature == 0 and (ids := choices.all_token_ids()) else None,
         choices=max(1, len(choices.text)),
         margins=tuple(choices.margins) if choices.margins else None,
+        chunk_tokens=tuple(choices.chunk_tokens) if choices.chunk_tokens and len(choices.text) == 1 else None,
+        spec_decoding=spec_decoding if isinstance(spec_decoding, dict) else None,
     )
 
 

@@ -164,6 +164,11 @@ class TrialMetrics(Base):
     server_ttft_mean_s: Mapped[float | None] = mapped_column(Float)
     server_tpot_mean_s: Mapped[float | None] = mapped_column(Float)
     server_e2e_mean_s: Mapped[float | None] = mapped_column(Float)
+    # The median run's acceptance as its requests saw it (tuner/replay/acceptance.py): the total
+    # held against the counters ({"source", "steps", "accepted_tokens", ...}), and the acceptance
+    # length per context-length bucket ([{"from", "to", "steps", "acceptance_length"}, ...]).
+    request_acceptance: Mapped[dict | None] = mapped_column(JSON)
+    acceptance_by_context: Mapped[list | None] = mapped_column(JSON)
 
     trial: Mapped[TrialRecord] = relationship(back_populates="metrics")
 
@@ -200,6 +205,8 @@ class TrialRun(Base):
     marks: Mapped[list | None] = mapped_column(JSON)
     remeasured: Mapped[list | None] = mapped_column(JSON)  # marks of the replay this one replaced
     server_tpot_mean_s: Mapped[float | None] = mapped_column(Float)
+    # This replay's acceptance per request and by context length (RequestAcceptance.to_dict).
+    request_acceptance: Mapped[dict | None] = mapped_column(JSON)
 
     trial: Mapped[TrialRecord] = relationship(back_populates="runs")
 

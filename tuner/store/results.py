@@ -79,6 +79,9 @@ class TrialRow:
     failed_requests: int | None = None
     first_divergence: dict[str, Any] | None = None
     marks: tuple[str, ...] = ()  # why some figures cannot be trusted (tuner.decide.marks)
+    # The requests' own acceptance (total and source) and acceptance length by context length.
+    request_acceptance: dict | None = None
+    acceptance_by_context: list | None = None
     server_tpot_mean_s: float | None = None
     server_ttft_mean_s: float | None = None
     deploy_args: tuple[str, ...] = ()
@@ -184,6 +187,7 @@ class ResultStore:
         s, a, tps = m.summary, m.acceptance, m.tokens_per_s
         median_run = m.median_run
         server = median_run.server_latency
+        per_request = median_run.request_acceptance  # the requests' own acceptance, by context length
         checks = list(checks or [None] * len(m.runs))
 
         def pct(stats, name):
@@ -219,6 +223,8 @@ class ResultStore:
                 server_ttft_mean_s=server.ttft_mean_s if server else None,
                 server_tpot_mean_s=server.tpot_mean_s if server else None,
                 server_e2e_mean_s=server.e2e_mean_s if server else None,
+                request_acceptance=per_request.total.to_dict() if per_request and per_request.total else None,
+                acceptance_by_context=list(per_request.by_context) if per_request else None,
             ))
             for run, check in zip(m.runs, checks):
                 rs, ra = run.summary, run.acceptance
@@ -241,6 +247,7 @@ class ResultStore:
                     first_divergence=check.first_divergence if check else None,
                     marks=list(run.marks) or None, remeasured=list(run.remeasured) or None,
                     server_tpot_mean_s=run.server_latency.tpot_mean_s if run.server_latency else None,
+                    request_acceptance=run.request_acceptance.to_dict() if run.request_acceptance else None,
                 ))
 
     def baseline_outputs(self, study_name: str, load: str) -> tuple[dict[str, str], dict[str, list[int]],
@@ -396,6 +403,8 @@ class ResultStore:
             acceptance_rate=m.acceptance_rate if m else None,
             mean_acceptance_length=m.mean_acceptance_length if m else None,
             per_position=m.per_position_acceptance if m else None,
+            request_acceptance=m.request_acceptance if m else None,
+            acceptance_by_context=m.acceptance_by_context if m else None,
             finished_at=t.finished_at, vllm_version=t.vllm_version, host=run.host,
             server_args=list(run.server_args),
             repeats=m.repeats if m else 1,

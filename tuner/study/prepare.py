@@ -17,6 +17,7 @@ from tuner.plan.study_plan import StudyPlan, measure_settings, study_plan
 from tuner.store import Database, ResultStore
 from tuner.study.workers import remember_request
 from tuner.workload import Workload, load_workload
+from tuner.workload.stats import left_out
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,9 @@ def prepare_study(request: StudyRequest, place: Placement, report: Callable[[str
     gpu_sets = local_gpu_sets(request.db, place.workers, place.join, place.gpus)  # [0]: this process's
     settings = measure_settings(request.run, plan.loads, plan.server_cmd, plan.server_args,
                                 gpus=gpu_sets[0], gpu_free_timeout=place.gpu_free_timeout)
-    for warning in [*check_space(plan.space, request.model), *check_loads(len(workload.requests), settings.loads)]:
+    left = [left_out(workload.requests, settings.replayed(workload, load).requests) for load in settings.loads]
+    for warning in [*check_space(plan.space, request.model), *check_loads(len(workload.requests), settings.loads),
+                    *dict.fromkeys(w for w in left if w)]:
         report(warning)
     database = Database.open(request.db)
     storage = database.optuna(place.heartbeat)

@@ -174,7 +174,8 @@ def trial_view(t: TrialRow) -> dict[str, Any]:
             "failed_requests": t.failed_requests, "predicted_tokens_per_s": t.predicted_tokens_per_s,
             "predicted_sigma": t.predicted_sigma, "prediction_error": error,
             "proposal_reason": t.proposal_reason, "finished_at": _time(t.finished_at),
-            "server_log_path": t.server_log_path, "vllm_version": t.vllm_version}
+            "server_log_path": t.server_log_path, "vllm_version": t.vllm_version,
+            "request_acceptance": t.request_acceptance, "acceptance_by_context": t.acceptance_by_context}
 
 
 def study_page(store: ResultStore, name: str) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from tuner.workload.model import Request, Workload
 from tuner.workload.tokens import load_tokenizer
 
 RATE_BUCKETS = 10  # enough to see a ramp or a burst, few enough to read in one row
+CHARS_PER_TOKEN = 4  # the context-length estimate without a tokenizer
+LEFT_OUT_SHARE = 0.10  # a length bucket holding more of the traffic than this must be replayed
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,9 @@ class WorkloadStats:
     no_output_length: int  # lines with neither
     arrivals: ArrivalStats | None  # None unless every line has arrival_s
     missing_arrivals: int  # lines without arrival_s
+    # Requests per power-of-two bucket of context length (prompt + output, in tokens; estimated
+    # as characters / 4 without a tokenizer): [{"from", "to", "requests", "share"}, ...].
+    context_mix: tuple[dict, ...] = ()
 
     @property
     def completion(self) -> int:
@@ -104,6 +109,44 @@ def token_counter(tokenizer: str) -> Callable[[Request], int]:
     return count
 
 
+def length_bucket(tokens: int) -> tuple[int, int]:
+    """The power-of-two bucket [lo, hi) of a context length: [0, 256), [256, 512), [512, 1024) ...
+    The same buckets as the acceptance by context length (tuner/replay/acceptance.py)."""
+    lo = 0 if tokens < 256 else 1 << (tokens.bit_length() - 1)
+    return lo, max(256, lo * 2)
+
+
+def context_lengths(requests: Sequence[Request], prompt_tokens: Sequence[int] | None = None) -> list[int]:
+    """Prompt plus output tokens per request (output: output_tokens, else max_tokens, else 0);
+    ``prompt_tokens`` where a tokenizer counted them, else characters / 4."""
+    prompts = prompt_tokens if prompt_tokens is not None else [c // CHARS_PER_TOKEN for c in char_lengths(requests)]
+    return [p + (r.output_tokens or r.max_tokens or 0) for p, r in zip(prompts, requests)]
+
+
+def context_mix(lengths: Sequence[int]) -> tuple[dict, ...]:
+    counts = Counter(length_bucket(n) for n in lengths)
+    return tuple({"from": lo, "to": hi, "requests": n, "share": n / len(lengths)}
+                 for (lo, hi), n in sorted(counts.items()))
+
+
+REPLAY_FIX = "replay more of it (a larger --requests-per-client, or none)"
+
+
+def left_out(full: Sequence[Request], part: Sequence[Request], subject: str = "the replayed requests",
+             fix: str = REPLAY_FIX) -> str | None:
+    """One sentence where ``part`` has no request of a context-length bucket that holds more
+    than a tenth of ``full``; None where it covers the mix."""
+    have = {length_bucket(n) for n in context_lengths(part)}
+    missing = [b for b in context_mix(context_lengths(full))
+               if b["share"] > LEFT_OUT_SHARE and (b["from"], b["to"]) not in have]
+    if not missing:
+        return None
+    spans = ", ".join(f"{b['from']}-{b['to'] - 1} tokens ({b['share']:.0%})" for b in missing)
+    return (f"warning: {subject} leave out part of the workload's context-length mix: {spans} of its "
+            f"{len(full)} requests (prompt + output, estimated as characters / 4); acceptance often "
+            f"falls with the context, so {fix}")
+
+
 def arrival_stats(arrivals: Sequence[float], buckets: int = RATE_BUCKETS) -> ArrivalStats:
     times = np.asarray(arrivals, dtype=float)
     span = float(times[-1] - times[0])
@@ -128,6 +171,7 @@ def workload_stats(workload: Workload, tokenizer: str | None = None,
         prompt_lengths, unit = [count(r) for r in requests], "tokens"
     else:
         prompt_lengths, unit = char_lengths(requests), "chars"
+    contexts = context_lengths(requests, prompt_lengths if tokenizer is not None else None)
     outputs = [r.output_tokens for r in requests if r.output_tokens is not None]
     arrivals = [r.arrival_s for r in requests if r.arrival_s is not None]
     return WorkloadStats(
@@ -145,6 +189,7 @@ def workload_stats(workload: Workload, tokenizer: str | None = None,
         no_output_length=sum(r.output_tokens is None and r.max_tokens is None for r in requests),
         arrivals=arrival_stats(arrivals) if len(arrivals) == len(requests) else None,
         missing_arrivals=len(requests) - len(arrivals),
+        context_mix=context_mix(contexts),
     )
 
 

@@ -1,0 +1,39 @@
+"""Where a configuration's acceptance falls as the context grows, and where it stops paying.
+
+A trial's tokens per decode step (1 + accepted drafts) per context-length bucket comes from its
+requests' streams (tuner/replay/acceptance.py). At the trial's own step cost, tokens/s follows
+the tokens per step, so the config is as fast as the baseline where its tokens per step falls to
+``overall / speedup``: below that, at those lengths, it would not pay. An estimate (a step's
+cost grows with the context too, for the baseline as well), said as one.
+"""
+
+from __future__ import annotations
+
+from tuner.store import TrialRow
+
+MIN_STEPS = 20  # a bucket with fewer steps says too little to compare
+
+
+def _span(bucket: dict) -> str:
+    return f"{bucket['from']}-{bucket['to'] - 1}"
+
+
+def context_note(row: TrialRow, baseline_tokens_per_s: float | None, noise: float) -> str | None:
+    """One sentence where ``row``'s tokens per step falls by more than ``noise`` from its
+    shortest contexts to a longer bucket; None where it holds (or too few steps say)."""
+    buckets = [b for b in row.acceptance_by_context or () if b["steps"] >= MIN_STEPS]
+    if len(buckets) < 2 or not row.tokens_per_s or not baseline_tokens_per_s:
+        return None
+    first, worst = buckets[0], min(buckets[1:], key=lambda b: b["tokens_per_step"])
+    if worst["tokens_per_step"] >= first["tokens_per_step"] * (1 - noise):
+        return None
+    overall = sum(b["tokens_per_step"] * b["steps"] for b in buckets) / sum(b["steps"] for b in buckets)
+    break_even = overall / (row.tokens_per_s / baseline_tokens_per_s)
+    text = (f"{row.label}'s tokens per step at {row.load} fall with the context: "
+            f"{first['tokens_per_step']:.2f} at {_span(first)} tokens, {worst['tokens_per_step']:.2f} "
+            f"at {_span(worst)}")
+    stops = next((b for b in buckets if b["tokens_per_step"] < break_even), None)
+    if stops is None:
+        return f"{text}; it still pays at every length measured (estimated break-even {break_even:.2f})"
+    return (f"{text}; from about {stops['from']} tokens of context it stops paying (below the "
+            f"estimated break-even of {break_even:.2f} tokens per step)")
