@@ -76,7 +76,9 @@ def assert_acceptance(m: dict, k: int) -> None:
         total, counters = run["request_acceptance"]["total"], run["acceptance"]
         assert (total["server_steps"], total["server_drafted"], total["server_accepted"]) == (
             counters["drafts"], counters["draft_tokens"], counters["accepted_tokens"])
-        assert abs(total["stream_accepted"] - counters["accepted_tokens"]) <= max(2, 0.02 * counters["accepted_tokens"])
+        # The streams may show up to k fewer per request: drafts accepted past max_tokens are
+        # counted by vLLM and never sent.
+        assert counters["accepted_tokens"] - k * REQUESTS <= total["stream_accepted"] <= counters["accepted_tokens"] + 2
         assert total["requests"] == REQUESTS and "acceptance disagrees with /metrics" not in run["marks"]
         buckets = run["request_acceptance"]["by_context"]
         assert sum(b["steps"] for b in buckets) == total["stream_steps"] > 0
@@ -158,4 +160,3 @@ def test_traffic_the_replay_did_not_send_is_marked(tmp_path, tiny_models):
           f"/metrics {counters.accepted_tokens}")
     assert counters.accepted_tokens > total.stream_accepted + 2
     assert "acceptance disagrees with /metrics" in m.marks()
-    assert run.remeasured  # replayed once more, as for any mark another replay may clear

@@ -43,10 +43,13 @@ def test_the_requests_total_is_held_against_the_counters():
     # Traffic the replay did not send: the counters saw more steps and drafts than its requests.
     assert acceptance_disagrees(total, counters(13, 39, 20))
     # The stream alone (no counts from vLLM): accepted drafts only; a coalesced stream shows more.
-    stream = requests_acceptance([RequestSteps("a", (9,) * 10, (10,) * 10)])
+    stream = requests_acceptance([RequestSteps("a", (4,) * 20, (10,) * 20)])  # 60 accepted, k = 3
     assert stream.source == "stream" and stream.server_steps is None
-    assert not acceptance_disagrees(stream, counters(30, 90, 80))
-    assert acceptance_disagrees(stream, counters(30, 90, 60))
+    assert not acceptance_disagrees(stream, counters(30, 90, 60))
+    assert acceptance_disagrees(stream, counters(30, 90, 50))
+    # Fewer in the stream by up to k per request: drafts accepted past max_tokens, never sent.
+    assert not acceptance_disagrees(stream, counters(30, 90, 63))
+    assert acceptance_disagrees(stream, counters(30, 90, 70))
     assert not acceptance_disagrees(None, counters(3, 9, 3)) and not acceptance_disagrees(total, None)
 
 
@@ -109,3 +112,10 @@ def test_workload_sample_warns_when_it_drops_the_long_part(tmp_path):
     stats = subprocess.run([sys.executable, "-m", "tuner.cli", "workload", "stats", str(path)],
                            capture_output=True, text=True, timeout=60)
     assert "0-255: 17 (85%)" in stats.stdout and "512-1023: 3 (15%)" in stats.stdout
+
+
+def test_no_context_note_from_streams_that_did_not_add_up():
+    from dataclasses import replace
+
+    marked = replace(row([(0, 2.4), (512, 2.0), (1024, 1.1)]), marks=(ACCEPTANCE_DISAGREES,))
+    assert context_note(marked, baseline_tokens_per_s=100.0, noise=0.05) is None

@@ -9,6 +9,7 @@ cost grows with the context too, for the baseline as well), said as one.
 
 from __future__ import annotations
 
+from tuner.decide.marks import ACCEPTANCE_DISAGREES
 from tuner.store import TrialRow
 
 MIN_STEPS = 20  # a bucket with fewer steps says too little to compare
@@ -21,6 +22,8 @@ def _span(bucket: dict) -> str:
 def context_note(row: TrialRow, baseline_tokens_per_s: float | None, noise: float) -> str | None:
     """One sentence where ``row``'s tokens per step falls by more than ``noise`` from its
     shortest contexts to a longer bucket; None where it holds (or too few steps say)."""
+    if ACCEPTANCE_DISAGREES in row.marks:  # the streams did not add up to the counters
+        return None
     buckets = [b for b in row.acceptance_by_context or () if b["steps"] >= MIN_STEPS]
     if len(buckets) < 2 or not row.tokens_per_s or not baseline_tokens_per_s:
         return None
