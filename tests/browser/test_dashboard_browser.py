@@ -147,7 +147,7 @@ def test_model_page_draws_its_charts_and_copies_the_serve_command(page: Page, da
 def test_clicking_through_to_a_trial_shows_its_real_server_log(page: Page, dashboard: Dashboard):
     pw = page.page
     rows = stored_trials(dashboard)
-    speculative = next(r for r in rows if r.config)
+    speculative = next(r for r in rows if r.config and r.status == "complete")
     open_model_page(pw, dashboard)
     pw.locator("#study-link").click()
     pw.wait_for_url(re.compile(r"/study\?"))
