@@ -30,7 +30,8 @@ from tuner.plan.study_plan import KEYS
 # plan_study: the flag wins over the file). Tables that only group keys are not settings.
 STUDY_KEY_OF_PARAM = {
     "method": "space.methods", "draft": "space.drafts", "k": "space.k",
-    "ngram_lookup": "space.ngram_lookup", "trials": "trials", "time_limit": "time_limit", "noise": "noise",
+    "ngram_lookup": "space.ngram_lookup", "adaptive_verification": "space.adaptive_verification",
+    "trials": "trials", "time_limit": "time_limit", "noise": "noise",
     "strategy": "strategy", "slo": "slo", "max_output_change": "max_output_change",
     "allow_output_change": "allow_output_change", "near_tie_margin": "near_tie_margin",
     "server_cmd": "server.cmd",

@@ -8,8 +8,9 @@ works on a copy (`ReferenceStudy.copy`).
 
 The study: the grid over the baseline, ngram, a draft model, a draft folder without weights
 (vLLM fails to load it), the EAGLE-3 head and the DFlash and DSpark drafters at k=3 (the block
-drafters at their own block size), each replayed twice on its one server: 7 starts, 2 of which
-fail at start.
+drafters at their own block size), each replayed twice on its one server: 6 starts, 1 of which
+fails at start; DSpark is refused before a start (the CPU build's vLLM runs Model Runner V1, and
+the tuner asks vLLM's own rules first).
 """
 
 from __future__ import annotations

@@ -45,6 +45,11 @@ class ServerStartError(TunerError):
         super().__init__(message)
 
 
+class RefusedAtStart(ServerStartError):
+    """vLLM would refuse the config at start, and the tuner knew it from the installed vLLM's own
+    rules: no server was started (nor counted as a start)."""
+
+
 class ServerDiedError(TunerError):
     """The vLLM server exited while it was being measured."""
 

@@ -42,7 +42,7 @@ class FakeServer:
         if self.mode == "no-usage":
             await response.write(sse({"choices": [{"text": "x"}]}))
         elif self.mode == "spec":
-            # vLLM with speculation, --per-request-spec-decode-metrics detailed and
+            # vLLM with speculation, --per-request-spec-decode-metrics summary and
             # return_token_ids: the prefill's token, then one chunk per step of 1 + accepted
             # drafts (an empty final chunk carries none), and its own counts on the usage chunk.
             steps = [[7], [8, 9, 10], [11], [12, 13], []]

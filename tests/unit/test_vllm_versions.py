@@ -60,7 +60,7 @@ def test_every_key_the_tuner_builds_is_one_that_vllm_has(version, monkeypatch):
 def test_per_request_acceptance_is_asked_only_where_vllm_has_it():
     spec = SpecConfig(method="ngram", num_speculative_tokens=3)
     asked = VllmServer("m", spec, ServerOptions(per_request_acceptance=True)).command()
-    assert asked[asked.index("--per-request-spec-decode-metrics") + 1] == "detailed"
+    assert asked[asked.index("--per-request-spec-decode-metrics") + 1] == "summary"
     assert "--per-request-spec-decode-metrics" not in VllmServer("m", spec, ServerOptions()).command()
     # vLLM refuses the flag without speculation: the baseline never gets it.
     assert "--per-request-spec-decode-metrics" not in VllmServer(

@@ -149,6 +149,10 @@ DraftOpt = Annotated[Optional[list[str]], typer.Option(
 KRangeOpt = Annotated[Optional[str], typer.Option("--k", help="k values: 1-8 or 2,4,6 (default 1-5).")]
 NgramLookupOpt = Annotated[Optional[list[str]], typer.Option(
     help="ngram prompt_lookup MIN-MAX, repeatable (default 2-4).")]
+AdaptiveVerificationOpt = Annotated[Optional[bool], typer.Option(
+    "--adaptive-verification", help="Also try each drafter with vLLM's adaptive verification "
+    "(enable_adaptive_verification: vLLM sizes each request's verified drafts, up to k, from the "
+    "drafter's confidence), beside its fixed k at the same loads.")]
 StudyFileOpt = Annotated[Optional[Path], typer.Option(
     "--study", help="TOML study file with the space, server args and load (flags override it).")]
 TrialsOpt = Annotated[Optional[int], typer.Option(
@@ -211,7 +215,8 @@ RUN_OPTIONS_WITH_DEFAULTS = tuple((name, kind, _run_default(name)) for name, kin
 STUDY_OPTIONS = (
     ("workload", WorkloadOpt, inspect.Parameter.empty), ("model", ModelOpt, inspect.Parameter.empty),
     ("workload_type", TypeOpt, None), ("method", MethodOpt, None), ("draft", DraftOpt, None),
-    ("k", KRangeOpt, None), ("ngram_lookup", NgramLookupOpt, None), ("study_file", StudyFileOpt, None),
+    ("k", KRangeOpt, None), ("ngram_lookup", NgramLookupOpt, None),
+    ("adaptive_verification", AdaptiveVerificationOpt, None), ("study_file", StudyFileOpt, None),
     ("trials", TrialsOpt, None), ("time_limit", TimeLimitOpt, None), ("noise", NoiseOpt, None),
     ("seed", SeedOpt, 0), ("db", DbOpt, None), ("load", LoadOpt, None),
     ("concurrency", ConcurrencyLevelsOpt, None), ("rate", RateLevelsOpt, None),

@@ -22,6 +22,7 @@ from typing import Any
 
 from tuner.engine.deploy import production_args, serve_command
 from tuner.errors import TunerError
+from tuner.decide.adaptive import adaptive_notes
 from tuner.decide.by_context import context_note
 from tuner.decide.answer import DEFAULT_NOISE, Answer, choose, eligible, undecided_text
 from tuner.decide.output_check import divergence_text
@@ -210,7 +211,7 @@ def _study_verdict(rows: Sequence[TrialRow], rules: StudyRules, noise: float) ->
     def verdict(kind: str, deployed, label: str, shown: Sequence[TrialRow], headline: str) -> Verdict:
         return _what_if(Verdict(first.study_name, first.model, first.workload_type, label_all, answers, kind,
                        deployed, label, _geomean_speedup(shown, answers), headline, args, tuple(shown),
-                       _notes(answers, shown, rules) + tuple(
+                       _notes(answers, shown, rules) + tuple(adaptive_notes(study_rows)) + tuple(
                            f"{r.label} was not measured, for a fault of the host ({r.failure_cause}); "
                            "run the same command again to measure it" for r in unmeasured)), rules)
 

@@ -141,6 +141,50 @@ print(json.dumps(any(f.name == "per_request_spec_decode_metrics" for f in datacl
 """
 
 
+# vLLM decides which model runner a server uses inside VllmConfig, which needs the model; but where
+# it has no Triton (the CPU build) or VLLM_USE_V2_MODEL_RUNNER=0 it is always Model Runner V1, and
+# which speculative features V1 refuses is vLLM's own list, asked here of every method with and
+# without adaptive verification (the other inputs of that list set to a plain single-GPU server).
+_RUNNER_V1 = r"""
+import dataclasses, json, types, typing
+from vllm import envs
+from vllm.config import speculative
+from vllm.config.vllm import VllmConfig
+from vllm.triton_utils import HAS_TRITON
+forced = envs.VLLM_USE_V2_MODEL_RUNNER
+why = "VLLM_USE_V2_MODEL_RUNNER=0" if forced is False else None if forced or HAS_TRITON else "this vLLM has no Triton"
+def flat(tp):
+    args = typing.get_args(tp)
+    return [a for x in args for a in (flat(x) if typing.get_args(x) else [x])] if args else [tp]
+adaptive = any(f.name == "enable_adaptive_verification" for f in dataclasses.fields(speculative.SpeculativeConfig))
+refused = {}
+for method in sorted(set(flat(speculative.SpeculativeMethod))) if why else ():
+    for verify in ("fixed", "adaptive") if adaptive else ("fixed",):
+        ns = types.SimpleNamespace
+        config = ns(parallel_config=ns(prefill_context_parallel_size=1, pipeline_parallel_size=1,
+                                       enable_batch_sharded_sampling=False),
+                    scheduler_config=ns(async_scheduling=False), model_config=None,
+                    speculative_config=ns(method=method, enable_adaptive_verification=verify == "adaptive"),
+                    _dflash_needs_multi_kv_group=lambda: False, _is_dflash_candidate_draft=lambda: False)
+        unsupported = VllmConfig._get_v1_model_runner_unsupported_features(config)
+        if unsupported:
+            refused[f"{method} {verify}"] = "Model Runner V1 does not support: " + ", ".join(unsupported)
+print(json.dumps({"why_v1": why, "refused": refused}))
+"""
+
+
+def refused_at_start(method: str, adaptive: bool) -> str | None:
+    """vLLM's own reason for refusing this speculative method (with adaptive verification or not)
+    at start, where the installed vLLM can only run Model Runner V1; None where it would start it
+    or cannot be asked (vLLM's layout changed: the start itself then says). Asked once, cached."""
+    # The environment variable goes into the cache key: it changes the answer.
+    answer = _probe("runner_v1", _RUNNER_V1, os.environ.get("VLLM_USE_V2_MODEL_RUNNER", ""))
+    if not isinstance(answer, dict) or not answer.get("why_v1"):
+        return None
+    reason = answer.get("refused", {}).get(f"{method} {'adaptive' if adaptive else 'fixed'}")
+    return f"{reason} (vLLM runs Model Runner V1 here: {answer['why_v1']})" if reason else None
+
+
 def per_request_spec_metrics() -> bool:
     """Whether the installed vLLM reports each request's acceptance in its response
     (``--per-request-spec-decode-metrics``, vLLM >= 0.29); asked once and cached."""

@@ -155,8 +155,9 @@ class ServerOptions:
     # first i+1 drafts with probability rates[i], whatever the draft guessed. The server's steps
     # (the draft's included) are real, so the figures are this host's step costs at that profile.
     synthetic_acceptance: tuple[float, ...] | None = None
-    # Ask vLLM for each request's acceptance, per verify step, in its response
-    # (``--per-request-spec-decode-metrics detailed``; speculative servers only, vLLM >= 0.29).
+    # Ask vLLM for each request's acceptance totals in its response (``--per-request-spec-decode-
+    # metrics summary``: steps, drafts, accepted; not ``detailed``'s per-step arrays, which the
+    # tuner does not read; speculative servers only, vLLM >= 0.29).
     per_request_acceptance: bool = False
 
 
@@ -193,7 +194,7 @@ class VllmServer:
                 spec = replace(spec, extra={**spec.extra, **synthetic_fields(rates, spec.k)})
             argv += ["--speculative-config", spec.to_json()]
             if self.options.per_request_acceptance:
-                argv += ["--per-request-spec-decode-metrics", "detailed"]
+                argv += ["--per-request-spec-decode-metrics", "summary"]
         return argv + list(self.options.server_args)
 
     def checked_command(self) -> list[str]:

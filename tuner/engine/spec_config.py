@@ -15,6 +15,8 @@ METHODS = ("ngram", "draft_model", "eagle", "eagle3", "mtp", "suffix", "dflash",
 NEEDS_DRAFT = frozenset({"draft_model", "eagle", "eagle3", "dflash", "medusa"})
 # Methods that take no checkpoint: the draft comes from the prompt or the target itself.
 NO_DRAFT = frozenset({"ngram", "suffix"})
+# vLLM's adaptive verification (0.28+ for DSpark, 0.30+ for the other drafters).
+ADAPTIVE_FIELD = "enable_adaptive_verification"
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,10 @@ class SpecConfig:
     def k(self) -> int:
         return self.num_speculative_tokens
 
+    @property
+    def adaptive_verification(self) -> bool:
+        return bool(self.extra.get(ADAPTIVE_FIELD))
+
     def to_vllm(self) -> dict[str, Any]:
         """The dict vLLM's SpeculativeConfig takes; ``method`` and k are always explicit."""
         config: dict[str, Any] = {"method": self.method, "num_speculative_tokens": self.k}
@@ -61,7 +67,8 @@ class SpecConfig:
     @property
     def label(self) -> str:
         draft = f" draft={self.draft_model}" if self.draft_model else ""
-        return f"{self.method} k={self.k}{draft}"
+        adaptive = " adaptive" if self.adaptive_verification else ""
+        return f"{self.method} k={self.k}{adaptive}{draft}"
 
     @classmethod
     def from_vllm(cls, config: dict[str, Any]) -> SpecConfig:

@@ -20,7 +20,8 @@ from typing import Any, Protocol
 import httpx
 
 from tuner.engine import ServerOptions, SpecConfig, VllmServer
-from tuner.errors import MetricsError, ServerDiedError, TunerError, UsageError
+from tuner.engine.installed import refused_at_start
+from tuner.errors import MetricsError, RefusedAtStart, ServerDiedError, TunerError, UsageError
 from tuner.metrics import Acceptance, ServerLatency, acceptance_between, latency_between, scrape_counters
 from tuner.replay import LoadSpec, ReplaySummary, RequestResult, first_different_token, replay, summarize
 from tuner.replay.acceptance import RequestSteps, RequestsAcceptance, by_context, request_steps, requests_acceptance
@@ -310,6 +311,10 @@ def measure_config_at_loads(
         return [replace(per_load[0], runs=[replace(p.runs[0], repeat=i) for i, p in enumerate(per_load)],
                         finished_at=per_load[-1].finished_at)
                 for per_load in zip(*parts)]
+    if spec is not None and settings.server.server_cmd is None:  # the installed vLLM runs it
+        if reason := refused_at_start(spec.method, spec.adaptive_verification):
+            raise RefusedAtStart(f"not started: the installed vLLM refuses {spec.label} at start: {reason}",
+                                 cause=reason)
     attempt = 0
     while True:
         try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tuner.engine import SpecConfig
+from tuner.engine.spec_config import ADAPTIVE_FIELD
 from tuner.engine.gpus import parse_gpus, split_gpus
 from tuner.engine.checkpoints import BLOCK_METHODS, Checkpoint, missing_local
 from tuner.engine.installed import gives_aux_hidden_states, installed_vllm_schema
@@ -62,6 +63,10 @@ def check_space(space: SearchSpace, model: str, extra_fields: set[str] = frozens
         if unknown:
             raise UsageError(f"method '{unknown[0]}' is not known to the installed vLLM "
                              f"(it knows: {', '.join(schema['methods'])}); drop it or upgrade vLLM")
+        if space.adaptive and ADAPTIVE_FIELD not in schema["fields"]:
+            raise UsageError("the installed vLLM has no adaptive verification (enable_adaptive_verification: "
+                             "vLLM 0.28 and later for dspark, 0.30 for the other drafters); upgrade vLLM "
+                             "or drop --adaptive-verification")
         bad_fields = sorted(extra_fields - set(schema["fields"]))
         if bad_fields:
             raise UsageError(f"'{bad_fields[0]}' is not a speculative-config field of the installed vLLM")

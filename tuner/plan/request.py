@@ -45,10 +45,14 @@ class Space(Part):
     """Block drafters (dflash, dspark): the block size each checkpoint was trained for."""
     ngram_lookup: tuple[tuple[int, int], ...] = DEFAULT_NGRAM_LOOKUP
     """ngram's (prompt_lookup_min, prompt_lookup_max) pairs (--ngram-lookup)."""
+    adaptive_verification: bool = False
+    """Each drafter's configs also with vLLM's adaptive verification, measured beside its fixed k
+    (--adaptive-verification)."""
 
     def search_space(self) -> SearchSpace:
         return SearchSpace(methods=self.methods, ks=self.ks, drafts=dict(self.drafts),
-                           fixed_k=dict(self.fixed_k), ngram_lookup=self.ngram_lookup)
+                           fixed_k=dict(self.fixed_k), ngram_lookup=self.ngram_lookup,
+                           adaptive=self.adaptive_verification)
 
 
 class Loads(Part):

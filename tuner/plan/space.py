@@ -2,7 +2,8 @@
 
 Each configuration is a set of Optuna parameters with a conditional structure: ``method`` first
 ("off" is the no-speculation baseline), then ``<method>.draft`` where the method takes a
-checkpoint, ``<method>.k`` where k is swept, and ``ngram.lookup`` for ngram.
+checkpoint, ``<method>.k`` where k is swept, ``ngram.lookup`` for ngram, and ``<method>.verify``
+(fixed or adaptive) for a drafter where the study asks for vLLM's adaptive verification.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import optuna
 
 from tuner.engine import SpecConfig
 from tuner.engine.checkpoints import Checkpoint, missing_local
-from tuner.engine.spec_config import NEEDS_DRAFT
+from tuner.engine.spec_config import ADAPTIVE_FIELD, NEEDS_DRAFT
 from tuner.errors import UsageError
 
 BASELINE = "off"
@@ -22,6 +23,11 @@ BASELINE = "off"
 FIXED_K = frozenset({"dflash", "dspark"})
 DEFAULT_KS = (1, 2, 3, 4, 5)
 DEFAULT_NGRAM_LOOKUP = ((2, 4),)  # vLLM's own default (5, 5) rarely matches in short prompts
+# Drafters whose draft logits vLLM's adaptive verification reads (enable_adaptive_verification:
+# it sizes each request's verification budget, up to k, from the drafter's confidence); ngram and
+# suffix have no logits.
+ADAPTIVE_METHODS = frozenset({"draft_model", "eagle", "eagle3", "mtp", "dflash", "dspark"})
+VERIFY_MODES = ("fixed", "adaptive")
 
 
 def parse_ks(text: str) -> tuple[int, ...]:
@@ -71,6 +77,7 @@ class SearchSpace:
     drafts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # method -> checkpoints
     fixed_k: dict[str, int] = field(default_factory=dict)  # block drafters: method -> k
     ngram_lookup: tuple[tuple[int, int], ...] = DEFAULT_NGRAM_LOOKUP
+    adaptive: bool = False  # each drafter also with vLLM's adaptive verification
 
     def __post_init__(self) -> None:
         for method in self.methods:
@@ -84,12 +91,22 @@ class SearchSpace:
         for method in self.drafts:
             if method not in self.methods:
                 raise UsageError(f"--draft names method '{method}', which is not among --method")
+        if self.adaptive and not self.adaptive_methods:
+            raise UsageError("--adaptive-verification needs a drafter among --method (one of "
+                             f"{', '.join(sorted(ADAPTIVE_METHODS))}); ngram and suffix have no draft "
+                             "logits for it to read")
+
+    @property
+    def adaptive_methods(self) -> tuple[str, ...]:
+        """The methods whose configs are tried with and without adaptive verification."""
+        return tuple(m for m in self.methods if m in ADAPTIVE_METHODS) if self.adaptive else ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"methods": list(self.methods), "ks": list(self.ks),
                 "drafts": {m: list(d) for m, d in self.drafts.items()},
                 "fixed_k": dict(self.fixed_k),
-                "ngram_lookup": [f"{lo}-{hi}" for lo, hi in self.ngram_lookup]}
+                "ngram_lookup": [f"{lo}-{hi}" for lo, hi in self.ngram_lookup],
+                **({"adaptive_verification": True} if self.adaptive else {})}
 
     def _ks(self, method: str) -> tuple[int, ...]:
         return (self.fixed_k[method],) if method in FIXED_K else self.ks
@@ -99,6 +116,8 @@ class SearchSpace:
         if method == "ngram":
             low, high = parse_lookup(params["ngram.lookup"])
             extra = {"prompt_lookup_min": low, "prompt_lookup_max": high}
+        if params.get(f"{method}.verify") == "adaptive":
+            extra = {ADAPTIVE_FIELD: True}
         return SpecConfig(method, params[f"{method}.k"], draft_model=params.get(f"{method}.draft"),
                           extra=extra)
 
@@ -108,16 +127,20 @@ class SearchSpace:
         for method in self.methods:
             drafts = self.drafts.get(method) or (None,)
             lookups = [f"{lo}-{hi}" for lo, hi in self.ngram_lookup] if method == "ngram" else [None]
+            verifies = VERIFY_MODES if method in self.adaptive_methods else (None,)
             for draft in drafts:
                 for lookup in lookups:
-                    for k in self._ks(method):
-                        params: dict[str, Any] = {"method": method}
-                        if draft is not None:
-                            params[f"{method}.draft"] = draft
-                        if lookup is not None:
-                            params["ngram.lookup"] = lookup
-                        params[f"{method}.k"] = k
-                        found.append(Candidate(params, self._spec(method, params)))
+                    for verify in verifies:
+                        for k in self._ks(method):
+                            params: dict[str, Any] = {"method": method}
+                            if draft is not None:
+                                params[f"{method}.draft"] = draft
+                            if lookup is not None:
+                                params["ngram.lookup"] = lookup
+                            if verify is not None:
+                                params[f"{method}.verify"] = verify
+                            params[f"{method}.k"] = k
+                            found.append(Candidate(params, self._spec(method, params)))
         return found
 
     def suggest(self, trial: optuna.Trial) -> Candidate:
@@ -131,6 +154,8 @@ class SearchSpace:
         if method == "ngram":
             params["ngram.lookup"] = trial.suggest_categorical(
                 "ngram.lookup", [f"{lo}-{hi}" for lo, hi in self.ngram_lookup])
+        if method in self.adaptive_methods:
+            params[f"{method}.verify"] = trial.suggest_categorical(f"{method}.verify", list(VERIFY_MODES))
         params[f"{method}.k"] = trial.suggest_categorical(f"{method}.k", list(self._ks(method)))
         return Candidate(params, self._spec(method, params))
 

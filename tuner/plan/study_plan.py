@@ -11,6 +11,7 @@ methods = ["ngram", "draft_model"]
 k = "1-6"                      # or [1, 2, 4]
 ngram_lookup = ["2-4", "3-5"]
 fixed_k = { dflash = 7 }        # only where the checkpoint's block size cannot be read
+adaptive_verification = false  # true: each drafter also with vLLM's adaptive verification
 [space.drafts]
 draft_model = ["/models/qwen3-0.6b"]
 [server]
@@ -55,7 +56,7 @@ from tuner.workload import Workload, load_workload
 KEYS = {
     "": {"trials", "time_limit", "noise", "strategy", "slo", "max_output_change", "allow_output_change", "near_tie_margin",
          "space", "server", "load"},
-    "space": {"methods", "k", "ngram_lookup", "fixed_k", "drafts"},
+    "space": {"methods", "k", "ngram_lookup", "fixed_k", "drafts", "adaptive_verification"},
     "server": {"cmd", "args", "deploy_args"},
     "load": {"mode", "concurrency", "rate", "time_scale"},
 }
@@ -127,6 +128,7 @@ def _has_shape(value: Any, shape: tuple) -> bool:
         int: lambda v: isinstance(v, int) and not isinstance(v, bool),
         float: number,
         str: lambda v: isinstance(v, str),
+        bool: lambda v: isinstance(v, bool),
         "strs": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
         "nums": lambda v: isinstance(v, list) and all(number(x) for x in v),
         "table of int": lambda v: isinstance(v, dict) and all(checks[int](x) for x in v.values()),
@@ -150,6 +152,7 @@ SHAPES: dict[tuple[str, str], tuple[tuple, str]] = {
     ("space", "ngram_lookup"): (("strs",), 'a list like ["2-4"]'),
     ("space", "fixed_k"): (("table of int",), "a table like { dflash = 7 }"),
     ("space", "drafts"): (("table of strs",), 'a table like { draft_model = ["/models/draft"] }'),
+    ("space", "adaptive_verification"): ((bool,), "true or false"),
     ("server", "cmd"): ((str,), 'a string like "vllm serve {model}"'),
     ("server", "args"): (("strs",), 'a list like ["--enforce-eager"]'),
     ("server", "deploy_args"): (("strs",), 'a list like ["--max-model-len=4096"]'),
@@ -188,7 +191,7 @@ def build_request(
     strategy: str | None = None, slos: list[str] | None = None, warm_start: bool = True,
     deploy_args: list[str] | None = None, max_output_change: float | None = None,
     allow_output_change: bool | None = None, near_tie_margin: float | None = None,
-    time_limit: str | None = None,
+    time_limit: str | None = None, adaptive_verification: bool | None = None,
 ) -> StudyRequest:
     """The one place a study is asked: flags win over the study file, the file over the defaults.
     Drafts are sorted by method and block sizes read from their checkpoints here, once."""
@@ -202,7 +205,8 @@ def build_request(
     ks = parse_ks(k) if k is not None else _ks(space_cfg["k"]) if "k" in space_cfg else proposal_ks(by_method, DEFAULT_KS)
     space = Space(methods=chosen, ks=ks, drafts=by_method,
                   ngram_lookup=tuple(parse_lookup(x) for x in ngram_lookup or space_cfg.get("ngram_lookup") or ["2-4"]),
-                  fixed_k=block_ks(by_method, dict(space_cfg.get("fixed_k", {}))))
+                  fixed_k=block_ks(by_method, dict(space_cfg.get("fixed_k", {}))),
+                  adaptive_verification=_given(adaptive_verification, space_cfg.get("adaptive_verification", False)))
     rates = _given(rate, load_cfg.get("rate"))
     mode = load or load_cfg.get("mode", "concurrency")
     if mode not in ("concurrency", "rate", "trace"):

@@ -28,7 +28,7 @@ from optuna.trial import TrialState
 from tuner.engine import SpecConfig
 from tuner.engine.installed import gpu_name
 from tuner.engine.server import synthetic_text
-from tuner.errors import TunerError, UsageError
+from tuner.errors import RefusedAtStart, TunerError, UsageError
 from tuner.replay import LoadSpec
 from tuner.decide.answer import DEFAULT_NOISE, Answer, choose, pooled, trial_stats
 from tuner.decide.output_check import NEAR_TIE_MARGIN, BaselineOutputs, compare_outputs, output_changed, worst
@@ -52,6 +52,7 @@ from tuner.workload import Workload
 MAX_ERROR_RATE = 0.1  # more failed requests than this and the figures mean nothing
 INTERRUPTED = "interrupted"
 NOT_MEASURED_ATTR = "not_measured"  # user attr: the transient fault that kept a trial from being measured
+NOT_STARTED_ATTR = "not_started"  # user attr: vLLM's refusal was known before a server start
 # Servers one config is measured on at most: an undecided config gets one more start, whose
 # replays are pooled with the first's (answer.pooled), when its own server's spread may be why.
 MAX_STARTS = 2
@@ -302,8 +303,14 @@ def optimize(
                 except optuna.exceptions.UpdateFinishedTrialError:  # taken over while it ran
                     progress.phase(TAKEN_OVER.format(number=trial.number))
                     measurements = None
-            restarts += starts_per_trial
-            if _retry_next_run(study._storage.get_trial(trial._trial_id)):
+            ended = study._storage.get_trial(trial._trial_id)
+            if ended.user_attrs.get(NOT_STARTED_ATTR):
+                # vLLM's refusal was known before a start: no start spent, so none is taken
+                # from the budget either.
+                budget = min(budget + 1, len(candidates))
+            else:
+                restarts += starts_per_trial
+            if _retry_next_run(ended):
                 not_measured.add(key_of(candidate.params))
             if measurements:
                 vllm_version = measurements[0].server.vllm_version or vllm_version
@@ -537,6 +544,8 @@ def _run_trial(study, trial, candidate, model, workload, settings, store, run_id
         # A transient fault (tried again already) says nothing of the config: not measured,
         # and rerun by the next run. Any other failure is the config's own result.
         trial.set_user_attr(NOT_MEASURED_ATTR if exc.transient else "failure_cause", str(exc))
+        if isinstance(exc, RefusedAtStart):
+            trial.set_user_attr(NOT_STARTED_ATTR, True)
         study.tell(trial, state=TrialState.FAIL)
         log_path = getattr(exc, "log_path", None)
         store.end_trial(trial_id, NOT_MEASURED if exc.transient else "failed", str(exc),
