@@ -175,6 +175,9 @@ def test_clicking_through_to_a_trial_shows_its_real_server_log(page: Page, dashb
     cells = pw.locator("#by-context tr td:nth-child(3)").all_inner_texts()
     stored = [f"{b['tokens_per_step']:.2f} ({b['steps']})" for b in speculative.acceptance_by_context]
     assert cells[:len(stored)] == stored and stored, cells
+    rates = pw.locator("#by-context tr td:nth-child(4)").all_inner_texts()
+    timed = [f"{b['tokens_per_s']:.0f}" if b.get("tokens_per_s") else "–" for b in speculative.acceptance_by_context]
+    assert rates[:len(timed)] == timed and any(r != "–" for r in timed), rates
 
 
 def test_no_page_asks_another_host_for_anything(page: Page, dashboard: Dashboard):

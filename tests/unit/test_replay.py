@@ -238,4 +238,6 @@ def test_a_requests_steps_and_vllms_own_counts_are_read_from_its_stream(fake):
     assert steps.server == (3, 3, 9) and steps.acceptance_length == 2.0
     total = requests_acceptance([steps])
     assert (total.source, total.stream_steps, total.server_accepted, total.server_drafted) == ("server", 3, 3, 9)
-    assert by_context([steps]) == [{"from": 256, "to": 512, "steps": 3, "tokens_per_step": 2.0}]
+    (bucket,) = by_context([steps])
+    assert {k: v for k, v in bucket.items() if k != "tokens_per_s"} == {"from": 256, "to": 512, "steps": 3, "tokens_per_step": 2.0}
+    assert len(steps.seconds) == 3 and bucket["tokens_per_s"] == 6 / sum(steps.seconds)  # timed by the client

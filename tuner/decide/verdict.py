@@ -139,8 +139,7 @@ def _notes(answers: dict[str, Answer], shown: Sequence[TrialRow], rules: StudyRu
                          f"of requests{divergence_text(r.first_divergence)} ({why})")
     for r in shown:
         baseline = answers[r.load].baseline if r.load in answers else None
-        if r.config is not None and (falls := context_note(r, baseline.tokens_per_s if baseline else None,
-                                                           next(iter(answers.values())).noise)):
+        if r.config is not None and (falls := context_note(r, baseline, next(iter(answers.values())).noise)):
             notes.append(falls)
     if busy := client_bound_note([*(a.baseline for a in answers.values()), *shown]):
         notes.insert(0, busy)

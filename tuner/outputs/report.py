@@ -257,18 +257,23 @@ def pareto_table(rows: list[TrialRow], slos=()) -> Table:
 def context_table(rows: list[TrialRow]) -> Table | None:
     """Acceptance length by context length (prompt + tokens generated before the step), per
     speculative config and load, from the requests' own steps; None where no trial has them."""
-    shown = [r for r in rows if r.config is not None and r.acceptance_by_context]
+    # The baseline's row too: its decode rate per bucket is what the configs' compare with.
+    shown = [r for r in rows if r.acceptance_by_context and (r.config is not None or any(
+        b.get("tokens_per_s") for b in r.acceptance_by_context))]
+    if not any(r.config is not None for r in shown):
+        return None
     if not shown:
         return None
     spans = sorted({(b["from"], b["to"]) for r in shown for b in r.acceptance_by_context})
-    table = Table(title="tokens per decode step (steps) by context length: tokens of prompt + output so far",
-                  title_justify="left")
+    table = Table(title="tokens per decode step (steps), decode tok/s per request, by context length: "
+                        "tokens of prompt + output so far", title_justify="left")
     table.add_column("config")
     table.add_column("load")
     for lo, hi in spans:
         table.add_column(f"{lo}-{hi - 1}", justify="right")
     for r in shown:
-        cells = {(b["from"], b["to"]): f"{b['tokens_per_step']:.2f} ({b['steps']})" for b in r.acceptance_by_context}
+        cells = {(b["from"], b["to"]): f"{b['tokens_per_step']:.2f} ({b['steps']})"
+                 + (f" {b['tokens_per_s']:.0f}/s" if b.get("tokens_per_s") else "") for b in r.acceptance_by_context}
         table.add_row(r.label, short_load(r.load), *(cells.get(span, "-") for span in spans))
     return table
 

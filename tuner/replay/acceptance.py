@@ -34,6 +34,8 @@ class RequestSteps:
     contexts: tuple[int, ...]  # per step: prompt + tokens generated before it
     # vLLM's own: steps that drafted, drafts accepted, drafts proposed; None where it sent none.
     server: tuple[int, int, int] | None = None
+    # per step: seconds since the chunk before it, as the client saw them; () where not known
+    seconds: tuple[float, ...] = ()
 
     @property
     def stream_accepted(self) -> int:
@@ -73,7 +75,9 @@ def request_steps(result: RequestResult) -> RequestSteps | None:
     for n in tokens:
         contexts.append(at)
         at += n
-    return RequestSteps(result.request_id, tokens, tuple(contexts), server)
+    arrived = result.chunk_at or ()
+    seconds = tuple(b - a for a, b in zip(arrived, arrived[1:])) if len(arrived) == len(chunks) else ()
+    return RequestSteps(result.request_id, tokens, tuple(contexts), server, seconds)
 
 
 @dataclass(frozen=True)
@@ -123,13 +127,21 @@ def requests_acceptance(steps: Sequence[RequestSteps]) -> RequestsAcceptance | N
 
 
 def by_context(steps: Sequence[RequestSteps]) -> list[dict]:
-    """Tokens per decode step per power-of-two context bucket, in order: ``from``, ``to`` (tokens),
-    ``steps`` and ``tokens_per_step`` (1 + accepted drafts, over every decode step)."""
-    totals: dict[tuple[int, int], list[int]] = {}
+    """Per power-of-two context bucket, in order: ``from``, ``to`` (tokens), ``steps``,
+    ``tokens_per_step`` (1 + accepted drafts, over every decode step) and, where every step's time
+    is known, ``tokens_per_s``: a request's decode rate at those lengths (its tokens over the
+    time between its chunks), the figure the baseline's own buckets compare with."""
+    totals: dict[tuple[int, int], list] = {}
     for request in steps:
-        for tokens, context in zip(request.tokens, request.contexts):
-            bucket = totals.setdefault(length_bucket(context), [0, 0])
+        timed = request.seconds or (None,) * len(request.tokens)
+        for tokens, context, seconds in zip(request.tokens, request.contexts, timed):
+            bucket = totals.setdefault(length_bucket(context), [0, 0, 0.0, True])
             bucket[0] += 1
             bucket[1] += tokens
-    return [{"from": lo, "to": hi, "steps": n, "tokens_per_step": tokens / n}
-            for (lo, hi), (n, tokens) in sorted(totals.items())]
+            if seconds is None:
+                bucket[3] = False
+            else:
+                bucket[2] += seconds
+    return [{"from": lo, "to": hi, "steps": n, "tokens_per_step": tokens / n,
+             **({"tokens_per_s": tokens / seconds} if timed and seconds > 0 else {})}
+            for (lo, hi), (n, tokens, seconds, timed) in sorted(totals.items())]

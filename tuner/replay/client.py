@@ -87,6 +87,7 @@ class RequestResult:
     # ids): with one chunk per engine step, the first is the prefill's token and each later one
     # is 1 + the drafts that step accepted. None where the server sent no token ids, or n > 1.
     chunk_tokens: tuple[int, ...] | None = None
+    chunk_at: tuple[float, ...] | None = None  # when each of those chunks arrived, after sending
     # vLLM's own per-request acceptance (--per-request-spec-decode-metrics, vLLM >= 0.29): the
     # final usage chunk's metrics.speculative_decoding (num_spec_steps, num_accepted_draft_tokens,
     # num_draft_tokens, per_step_accepted ...). None where the server sends none.
@@ -195,8 +196,9 @@ class _Choices:
         self.token_ids: dict[int, list[int]] = {}
         self.margins: list[float | None] = []  # of the first choice
         self.chunk_tokens: list[int] = []  # of the first choice: tokens per chunk that carried any
+        self.chunk_at: list[float] = []  # when each of those chunks arrived, seconds after sending
 
-    def add(self, choice: dict[str, Any]) -> str:
+    def add(self, choice: dict[str, Any], at: float) -> str:
         index = choice.get("index") or 0
         if index not in self.text:
             self.text[index], self.token_ids[index] = hashlib.sha256(), []
@@ -209,6 +211,7 @@ class _Choices:
             self.margins += _top_margins(choice.get("logprobs"))
             if ids:
                 self.chunk_tokens.append(len(ids))
+                self.chunk_at.append(at)
         return piece
 
     def digest(self) -> str:
@@ -263,8 +266,9 @@ async def send_request(
                             continue
                         chunk = json.loads(line[5:])
                         for choice in chunk.get("choices") or ():
-                            if choices.add(choice) and ttft is None:
-                                ttft = time.perf_counter() - sent
+                            at = time.perf_counter() - sent
+                            if choices.add(choice, at) and ttft is None:
+                                ttft = at
                         if chunk.get("usage"):
                             usage = chunk["usage"]
                             spec_decoding = (chunk.get("metrics") or {}).get("speculative_decoding")
@@ -288,6 +292,7 @@ async def send_request(
         choices=max(1, len(choices.text)),
         margins=tuple(choices.margins) if choices.margins else None,
         chunk_tokens=tuple(choices.chunk_tokens) if choices.chunk_tokens and len(choices.text) == 1 else None,
+        chunk_at=tuple(choices.chunk_at) if choices.chunk_at and len(choices.text) == 1 else None,
         spec_decoding=spec_decoding if isinstance(spec_decoding, dict) else None,
     )
 
