@@ -541,7 +541,8 @@ def _replay_once(server: VllmServer, model: str, spec: SpecConfig | None, worklo
     generated = int(after.generation_tokens - before.generation_tokens)
     latency = latency_between(before, after)
     counters = acceptance_between(before, after, spec.k if spec else None)
-    per_request = RequestAcceptance.of(results) if spec is not None else None
+    # The baseline's too: its decode rate by context length is what a config's is held against.
+    per_request = RequestAcceptance.of(results)
     return RunResult(
         repeat=repeat, summary=summary, acceptance=counters,
         server_generation_tokens=generated, requests=results, server_latency=latency,

@@ -102,12 +102,16 @@ def measurement_table(m: Measurement) -> Table:
                       f"{a.drafts} / {a.draft_tokens} / {a.accepted_tokens}")
     if (per_request := median_run.request_acceptance) is not None and per_request.total is not None:
         total = per_request.total
-        if total.server_steps is not None:
-            table.add_row("drafts / draft tokens / accepted (requests' own, vLLM)",
-                          f"{total.server_steps} / {total.server_drafted} / {total.server_accepted}")
-        table.add_row("decode steps / accepted (requests' streams)", f"{total.stream_steps} / {total.stream_accepted}")
-        table.add_row("tokens per step by context length (steps)", "  ".join(
-            f"{b['from']}-{b['to'] - 1}: {b['tokens_per_step']:.2f} ({b['steps']})" for b in per_request.by_context))
+        if m.spec is not None:
+            if total.server_steps is not None:
+                table.add_row("drafts / draft tokens / accepted (requests' own, vLLM)",
+                              f"{total.server_steps} / {total.server_drafted} / {total.server_accepted}")
+            table.add_row("decode steps / accepted (requests' streams)", f"{total.stream_steps} / {total.stream_accepted}")
+            table.add_row("tokens per step by context length (steps)", "  ".join(
+                f"{b['from']}-{b['to'] - 1}: {b['tokens_per_step']:.2f} ({b['steps']})" for b in per_request.by_context))
+        if any(b.get("tokens_per_s") for b in per_request.by_context):
+            table.add_row("decode tok/s per request by context length", "  ".join(
+                f"{b['from']}-{b['to'] - 1}: {b['tokens_per_s']:.0f}" for b in per_request.by_context if b.get("tokens_per_s")))
     table.add_row("server start", f"{m.server.startup_s:.1f} s (vLLM {m.server.vllm_version or '?'})")
     table.add_row("server log", m.server.log_path)
     for error in s.errors:
