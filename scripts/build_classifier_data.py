@@ -4,14 +4,17 @@
 
 Reads benchmarks/data/spec_bench_questions.jsonl and benchmarks/data/classifier/sources/
 (docs/lab/classifier.md lists every source with its licence) and writes two files beside them:
-``train.jsonl`` (what scripts/train_classifier.py fits on) and ``heldout.jsonl`` (never fitted
-on; benchmarks/classifier_accuracy.py reports on it). Each line holds ``type``, ``source``,
-``template`` and either ``prompt`` or ``messages``.
+``train_by_source.jsonl`` and ``heldout_by_source.jsonl`` (never fitted on; run
+benchmarks/classifier_accuracy.py on it). Each line holds ``type``, ``source``, ``template`` and
+either ``prompt`` or ``messages``. (``train.jsonl`` and ``heldout.jsonl``, the shipped model's
+data split by template, were made by this script as of commit 2e4da36; docs/lab/classifier.md.)
 
-The split is by source and by template, not by random rows: a held-out prompt has a phrasing
-that no training prompt has (the ``HELDOUT`` template lists), and where a type has more than
-one source of material, whole sources (or disjoint slices of one) go to one side only. So the
-held-out figure says how the classifier does on requests worded in a way it never saw.
+The split is by source (issue 48): every data set or framework is wholly in training or wholly
+held out (the script checks it), and the held-out phrasings (the ``*_EVAL`` lists) are used
+nowhere in training. More than a third of the held-out prompts are a source's own text sent as
+it is (Vicuna's questions, SVAMP, MBPP, adversarial_qa through T0's prompts), so no template of
+ours is in them at all. The held-out figure says how the classifier does on traffic from
+sources it never saw.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ RAG_TRAIN: dict[str, str | tuple[str, str]] = {
     "background": "Here is some background:\n{text}\n\nMy question: {q}",
     "context-system": ("Use the context below to answer the user.\n\nContext:\n{text}", "{q}"),
 }
-RAG_HELDOUT: dict[str, str | tuple[str, str]] = {
+RAG_TRAIN_MORE: dict[str, str | tuple[str, str]] = {
     # Haystack 2 (Apache-2.0) docs' prompt for its PromptBuilder, with the Jinja loop unrolled.
     "haystack-prompt-builder": "Given the following information, answer the question.\n\n"
                                "Context:\n{text}\n\nQuestion: {q}\nAnswer:",
@@ -98,6 +101,18 @@ RAG_HELDOUT: dict[str, str | tuple[str, str]] = {
                     "not say, reply that you cannot tell.", "{numbered}\n\nQuestion: {q}"),
     "here-are-snippets": "Here are some snippets from our knowledge base:\n\n{text}\n\nWith the "
                          "help of these snippets, {q_lower}",
+}
+
+# The question before the documents. Added after a look at the held-out set (issue 48, look 4
+# in docs/lab/classifier.md): such prompts were read as chat, since every other training layout
+# puts the question last. Written for this project.
+RAG_TRAIN_QUESTION_FIRST: dict[str, str | tuple[str, str]] = {
+    "q-first-context": "Question: {q}\n\nContext:\n{text}\n\nAnswer:",
+    "q-first-passages": "Answer the question below using the passages that follow it.\n"
+                        "Question: {q}\nPassages:\n{numbered}",
+    "q-first-quoted": 'Question: "{q}"\nReference text: "{text}"\nAnswer:',
+    "q-first-system": ("Answer from the reference material only.",
+                       "{q}\n\nReference material:\n{text}"),
 }
 
 SUM_TRAIN: dict[str, str | tuple[str, str]] = {
@@ -133,7 +148,7 @@ SUM_TRAIN: dict[str, str | tuple[str, str]] = {
     "meeting-summary": "{text}\n\nSummarize this meeting.",
     "story-short": "{text}\n\nSum up this story in a few lines.",
 }
-SUM_HELDOUT: dict[str, str | tuple[str, str]] = {
+SUM_TRAIN_MORE: dict[str, str | tuple[str, str]] = {
     "nutshell": "{text}\n\nIn a nutshell, what does this say?",
     "essentials": "Read this and tell me the essentials in under 100 words:\n\n{text}",
     "skim": "{text}\n\nShorten this to a paragraph a busy reader can skim.",
@@ -142,8 +157,8 @@ SUM_HELDOUT: dict[str, str | tuple[str, str]] = {
     "executive-summary": "Produce an executive summary:\n{text}",
     "one-line": "{text}\n\nOne-line summary:",
 }
-# QMSum (MIT) queries: the meeting's own specific queries are training phrasings; these are not.
-MEETING_HELDOUT = ["Summarize the meeting in a few sentences.",
+# Meeting queries written for this project, beside QMSum's own specific queries.
+MEETING_QUERIES_MORE = ["Summarize the meeting in a few sentences.",
                    "What was decided in this meeting? Give a short summary.",
                    "Give me a recap of this call for people who missed it."]
 
@@ -179,7 +194,7 @@ TR_TRAIN: dict[str, str | tuple[str, str]] = {
     "needed": "Translation to {tgt} needed:\n{s}",
     "write-in": "Write this sentence in {tgt}: {s}",
 }
-TR_HELDOUT: dict[str, str | tuple[str, str]] = {
+TR_TRAIN_MORE: dict[str, str | tuple[str, str]] = {
     "equivalent": "Please provide the {tgt} equivalent of: {s}",
     "what-would-that-be": "{s}\n\nWhat would that be in {tgt}?",
     "help-me-write": "Help me write this in {tgt}: {s}",
@@ -205,29 +220,29 @@ CODE_TRAIN: dict[str, str | tuple[str, str]] = {
     "review-system": ("You are a senior software engineer doing code review.",
                       "Please review this:\n```\n{code}\n```"),
 }
-CODE_HELDOUT: dict[str, str | tuple[str, str]] = {
+CODE_TRAIN_MORE: dict[str, str | tuple[str, str]] = {
     "optimize": "Can you make this faster? It is too slow on big inputs.\n\n{code}",
     "docstring": "Add a docstring and comments to the function below.\n{code}",
     "port-go": "Port this to Go:\n```python\n{code}\n```",
 }
 TASK_TRAIN = ["Write a {lang} function that {desc}", "{desc_cap} Use {lang}.",
               "How do I write code that {desc}", "I need a {lang} script that {desc}"]
-TASK_HELDOUT = ["Could you code up something in {lang} that {desc}", "Show me {lang} code which {desc}"]
+TASK_TRAIN_MORE = ["Could you code up something in {lang} that {desc}", "Show me {lang} code which {desc}"]
 # Classic exercises, written for this project (no outside text): "Implement ..." requests.
 IMPLEMENT_TRAIN = ["a binary search tree with insert and delete", "an LRU cache", "a trie",
                    "a min-heap", "a linked list with a reverse method", "a rate limiter",
                    "a thread-safe counter", "merge sort", "Dijkstra's shortest path",
                    "a stack with a get_min operation", "a circular buffer",
                    "a REST endpoint that returns a user's orders", "quicksort"]
-IMPLEMENT_HELDOUT = ["a hash map with open addressing", "a union-find structure",
+IMPLEMENT_TRAIN_MORE = ["a hash map with open addressing", "a union-find structure",
                      "a bloom filter", "a priority queue backed by a binary heap"]
 LANGS_CODE_TRAIN = ["Python", "Java", "C++", "JavaScript", "Go", "Rust", "TypeScript"]
-LANGS_CODE_HELDOUT = ["C#", "Kotlin", "Ruby", "Swift"]
+LANGS_CODE_TRAIN_MORE = ["C#", "Kotlin", "Ruby", "Swift"]
 
 MATH_TRAIN = ["{q}", "Can you help me with this: {q}", "{q} Show your work.",
               "Solve step by step: {q}", "Question: {q}\nAnswer:", "{q}\nLet's think step by step.",
               ("You are a patient math tutor.", "{q}")]
-MATH_HELDOUT = ["{q}\nPlease reason it out and give the final answer.", "Quick one: {q}",
+MATH_TRAIN_MORE = ["{q}\nPlease reason it out and give the final answer.", "Quick one: {q}",
                 ("Answer with a number and a one-line explanation.", "{q}")]
 
 # Chat prompts that carry material but ask for neither a summary nor an answer from it:
@@ -242,11 +257,175 @@ CHAT_MATERIAL_TRAIN = ["Rewrite the following text in a more formal tone:\n\n{te
                        "Give me feedback on my writing:\n{text}",
                        "Rewrite this in the style of a fairy tale:\n{text}",
                        "Add a catchy opening line to this paragraph:\n{text}"]
-CHAT_MATERIAL_HELDOUT = ["Change the tone of the following to be more casual:\n{text}",
+CHAT_MATERIAL_TRAIN_MORE = ["Change the tone of the following to be more casual:\n{text}",
                          "{text}\n\nWrite a reply to this as if you were the editor."]
 CHAT_WRAP_TRAIN = ["{q}", "Hey! {q}", ("You are a helpful assistant.", "{q}")]
-CHAT_WRAP_HELDOUT = ["{q}", ("You are a friendly assistant. Keep answers short.", "{q}")]
+CHAT_WRAP_TRAIN_MORE = ["{q}", ("You are a friendly assistant. Keep answers short.", "{q}")]
 
+
+# ------------------------------------------------------------------ held-out phrasings
+# Written for issue 48 and used only in heldout.jsonl, over held-out sources only: no training
+# prompt has these phrasings or this material.
+RAG_EVAL: dict[str, str | tuple[str, str]] = {
+    "docs-respond": "Documents:\n{numbered}\n\nUsing only these documents, respond to: {q}",
+    "passages-system": ("You answer questions with the help of retrieved passages. If they do "
+                        "not contain the answer, say so.", "Passages:\n{text}\n\nQuestion: {q}"),
+    "given-excerpt": "{text}\n\nGiven the excerpt above, {q_lower}",
+    "search-returned": "Here's what our search returned:\n\n{text}\n\nQuestion from the user: {q}",
+}
+SUM_EVAL: dict[str, str | tuple[str, str]] = {
+    "three-sentences": "{text}\n\nSummarise the article above in three sentences.",
+    "condense-story": "Could you condense this news story into a short paragraph?\n\n{text}",
+    "key-facts": "{text}\n\nWhat are the key facts in this report? Keep it brief.",
+    "no-time": "I don't have time to read this. What does it say, in short?\n\n{text}",
+    "digest-system": ("You write short news digests: five lines at most.", "{text}"),
+}
+TR_EVAL: dict[str, str | tuple[str, str]] = {
+    "text-above-into": "{s}\n\nTranslate the text above into {tgt}.",
+    "from-into-quoted": 'Please translate from {src} into {tgt}: "{s}"',
+    "give-me-this": "Can you give me this in {tgt}? {s}",
+    "engine-system": ("You are a translation engine. Translate the user's {src} text into {tgt} "
+                      "and output nothing else.", "{s}"),
+    "whats-translation": "What's the {tgt} translation of the following?\n{s}",
+}
+CHAT_MATERIAL_EVAL = ["Make this sound more exciting:\n\n{text}",
+                      "{text}\n\nWrite three social media posts reacting to this."]
+CODE_TASK_EVAL = ["{desc} Please use {lang}.",
+                  "Could you write me some {lang} that does this: {low}"]
+MATH_EVAL = ["{q}\nGive the answer as a number.", "Math homework help: {q}",
+             ("You solve word problems. Show the steps, then the answer.", "{q}")]
+LANGS_EVAL = ["French", "Spanish", "Italian", "Japanese", "Polish", "Korean", "Dutch", "Swedish"]
+
+# ------------------------------------------------------------------ the project's own prompts
+# Written for issue 48 (training only). Chat is the default: a question or an instruction with
+# no text to transform is chat, even when it is about languages, summaries or mathematics
+# (docs/classifier.md). These are the hard negatives that teach it.
+CHAT_HARD = [
+    # about languages, with nothing to translate
+    "What's the difference between 'ser' and 'estar' in Spanish?",
+    "Is German grammar harder than Dutch grammar?",
+    "How long does it take an English speaker to learn Japanese?",
+    "What language do they speak in Brazil?",
+    "Which languages are the hardest to learn for native English speakers?",
+    "Can you recommend some podcasts for learning Italian?",
+    "Why does French have so many silent letters?",
+    "What are some tips for becoming a professional translator?",
+    "How do machine translation systems work?",
+    "Tell me about the history of the Korean alphabet.",
+    "Is it better to learn Mandarin or Cantonese for business?",
+    "What's the origin of the English word 'robot'?",
+    "How many languages are spoken in India?",
+    "Should I learn Portuguese from Portugal or from Brazil?",
+    "What are the most common mistakes Germans make in English?",
+    "Why do some languages have grammatical gender?",
+    # summary-like, with no text to condense
+    "Summarize the plot of Romeo and Juliet.",
+    "Give me a quick overview of the causes of World War I.",
+    "What are the key ideas of stoicism, in a few bullet points?",
+    "Briefly explain how the stock market works.",
+    "What's the gist of the theory of relativity?",
+    "Can you give me the main takeaways of the book Atomic Habits?",
+    "TL;DR of the French Revolution?",
+    "Sum up the history of the Roman Empire in three sentences.",
+    "Outline the main events of the Apollo 11 mission.",
+    "What happened at the Battle of Hastings, in short?",
+    "Give me a short summary of what photosynthesis is.",
+    "Recap the last season of the Premier League for me.",
+    # plain requests and questions
+    "Write a haiku about autumn leaves.",
+    "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+    "Draft a thank-you note to my neighbour for watering my plants.",
+    "Give me ten name ideas for a coffee shop.",
+    "Plan a three-day itinerary for Lisbon.",
+    "What should I cook tonight with chicken, rice and spinach?",
+    "Suggest a weekly workout plan for a beginner.",
+    "Write a limerick about a cat who loves cheese.",
+    "Compose a toast for my sister's wedding.",
+    "What are good questions to ask at the end of a job interview?",
+    "Explain the offside rule in football.",
+    "How do I get red wine out of a carpet?",
+    "Who painted the Mona Lisa?",
+    "Why is the sky blue?",
+    "Give me a motivational quote for Monday morning.",
+    "How should I prepare for a marathon in six months?",
+    "Is it safe to eat raw cookie dough?",
+    "What are the pros and cons of renting versus buying a home?",
+    "My landlord won't return my deposit. What can I do?",
+    "Can you explain what inflation is to a ten-year-old?",
+    "Describe the perfect rainy Sunday.",
+    "What would happen if the Moon disappeared?",
+    "Pretend you are a tour guide in ancient Athens and welcome me.",
+    "Who was Leonhard Euler?",
+    "Why do so many students find algebra difficult?",
+    "What is the best way to memorise vocabulary?",
+    "Write a product description for a reusable water bottle.",
+]
+# Sentences in other languages, written for this project: translation training material that is
+# not English or German (the held-out set has German from WMT14).
+FOREIGN = [
+    ("French", "Le musée est fermé le lundi et les jours fériés."),
+    ("French", "Je voudrais réserver une table pour quatre personnes ce soir."),
+    ("French", "Nous avons reporté la réunion à jeudi prochain."),
+    ("French", "Il pleut depuis trois jours et la rivière a débordé."),
+    ("Spanish", "¿Dónde está la estación de tren más cercana?"),
+    ("Spanish", "Mi hermana trabaja en un hospital en Valencia."),
+    ("Spanish", "El informe debe entregarse antes del viernes."),
+    ("Spanish", "No entiendo por qué el vuelo se ha cancelado."),
+    ("Italian", "Domani andiamo al mare se non piove."),
+    ("Italian", "Il ristorante è chiuso per ferie fino a settembre."),
+    ("Italian", "Ho perso le chiavi della macchina."),
+    ("Portuguese", "O contrato será assinado na próxima semana."),
+    ("Portuguese", "Você pode me ajudar com a bagagem?"),
+    ("Portuguese", "A biblioteca abre às nove horas."),
+    ("Dutch", "De trein naar Amsterdam heeft twintig minuten vertraging."),
+    ("Dutch", "Wij zoeken een nieuwe collega voor het team."),
+    ("German", "Ich habe den Bericht gestern Abend fertig geschrieben."),
+    ("German", "Können Sie mir sagen, wie spät es ist?"),
+    ("German", "Die Firma hat im letzten Jahr zehn neue Mitarbeiter eingestellt."),
+    ("Chinese", "我明天要去北京开会。"),
+    ("Chinese", "这家餐厅的菜很好吃。"),
+    ("Chinese", "请把窗户关上。"),
+    ("Japanese", "明日の会議は午後三時からです。"),
+    ("Japanese", "駅までの道を教えてください。"),
+    ("Japanese", "この本はとても面白かったです。"),
+    ("Russian", "Я не знаю, где находится библиотека."),
+    ("Russian", "Завтра будет солнечная погода."),
+    ("Korean", "저는 커피를 좋아해요."),
+    ("Polish", "Czy mogę zapłacić kartą?"),
+    ("Swedish", "Vi ses i morgon på kontoret."),
+]
+# Competition-style problems in LaTeX, written for this project (the other math sources are
+# word problems and generator questions).
+LATEX_MATH = [
+    "Find all real $x$ such that $x^2 - 5x + 6 = 0$.",
+    "Compute $\\int_0^1 x^2 \\, dx$.",
+    "Let $f(x) = 3x + 2$. What is $f^{-1}(11)$?",
+    "How many positive divisors does $360$ have?",
+    "Simplify $\\frac{x^2-9}{x-3}$ for $x \\neq 3$.",
+    "What is the remainder when $2^{100}$ is divided by $7$?",
+    "Evaluate $\\sum_{k=1}^{20} k$.",
+    "If $\\sin\\theta = \\frac{3}{5}$ and $\\theta$ is acute, find $\\cos\\theta$.",
+    "Find the area of the triangle with vertices $(0,0)$, $(4,0)$ and $(0,3)$.",
+    "Solve the system $2x + y = 7$, $x - y = 2$.",
+    "What is $\\binom{10}{3}$?",
+    "Find the derivative of $g(t) = t^3 \\ln t$.",
+    "The sum of three consecutive integers is 72. What is the largest of them?",
+    "A circle has circumference $10\\pi$. What is its area?",
+    "Compute $\\lim_{x \\to 0} \\frac{\\sin 3x}{x}$.",
+    "In how many ways can 5 different books be arranged on a shelf?",
+    "Find the greatest common divisor of 84 and 126.",
+    "If $\\log_2 x = 5$, what is $x$?",
+    "What is the probability of rolling a sum of 7 with two fair dice?",
+    "Express $0.\\overline{36}$ as a fraction in lowest terms.",
+    "Find the slope of the line through $(1, 2)$ and $(4, 11)$.",
+    "Factor $x^3 - 8$ completely.",
+    "What is the 10th term of the arithmetic sequence 3, 7, 11, ...?",
+    "A rectangle's length is twice its width and its perimeter is 36 cm. Find its area.",
+    "Does $\\sum_{n=1}^\\infty \\frac{1}{n^2}$ converge? Justify your answer.",
+    "Prove that the square root of 2 is irrational.",
+    "Let $a$ and $b$ be positive reals with $a + b = 10$. Find the maximum of $ab$.",
+    "Convert $1011_2$ to base 10.",
+]
 
 # ------------------------------------------------------------------ material
 
@@ -283,6 +462,20 @@ def meeting_windows(turns: list[dict], size: int = 22, step: int = 11) -> list[s
     return ["\n".join(lines[i:i + size]) for i in range(0, max(1, len(lines) - size + 1), step)]
 
 
+def articles(sb: dict) -> list[str]:
+    """CNN/DailyMail stories (held-out material only)."""
+    return [r["turns"][0].removeprefix("Summarize: ") for r in sb["summarization"]]
+
+
+def wiki_documents(sb: dict, rng: random.Random) -> list[str]:
+    """NQ's Wikipedia passages, a few at a time: training material for summaries and chat."""
+    docs = []
+    for row in sb["rag"]:
+        passages = rag_parts(row)[0]
+        docs.append(" ".join(passages[:rng.randint(2, max(2, len(passages)))]))
+    return docs
+
+
 # ------------------------------------------------------------------ rendering
 
 def render(template: str | tuple[str, str], **values: str) -> dict:
@@ -301,7 +494,10 @@ def placeholders(passages: list[str], question: str) -> dict[str, str]:
                              for i, p in enumerate(passages, 1))}
 
 
-def cycle(templates: dict, rng: random.Random) -> Iterator[tuple[str, str | tuple[str, str]]]:
+def cycle(templates: dict | list,
+          rng: random.Random) -> Iterator[tuple[str, str | tuple[str, str]]]:
+    if isinstance(templates, list):
+        templates = {str(i): t for i, t in enumerate(templates)}
     names = list(templates)
     while True:
         rng.shuffle(names)
@@ -309,75 +505,81 @@ def cycle(templates: dict, rng: random.Random) -> Iterator[tuple[str, str | tupl
             yield name, templates[name]
 
 
+def held_rng(kind: str) -> random.Random:
+    """The held-out side's own random draws, so that editing training lists leaves it as it is."""
+    return random.Random(f"{SEED}-held-{kind}")
+
+
 def emit(rows: list[Row], kind: str, source: str, template: str, body: dict) -> None:
     rows.append({"type": kind, "source": source, "template": template, **body})
 
 
 # ------------------------------------------------------------------ per type
+# Every builder puts whole sources on one side: training (train) or the held-out set (held).
 
 def build_rag(sb: dict, rng: random.Random, train: list[Row], held: list[Row]) -> None:
-    items = [rag_parts(r) for r in sb["rag"]]
-    for split, chunk, templates, copies in ((train, items[:60], RAG_TRAIN, 7),
-                                            (held, items[60:], RAG_HELDOUT, 4)):
-        names = cycle(templates, rng)
-        for passages, question in chunk:
-            for _ in range(copies):
-                name, template = next(names)
-                keep = passages[:rng.randint(2, max(2, len(passages)))]
-                emit(split, "rag", "spec-bench-rag", name,
-                     render(template, **placeholders(keep, question)))
+    names = cycle({**RAG_TRAIN, **RAG_TRAIN_MORE, **RAG_TRAIN_QUESTION_FIRST}, rng)
+    for passages, question in (rag_parts(r) for r in sb["rag"]):
+        for _ in range(6):
+            name, template = next(names)
+            keep = passages[:rng.randint(2, max(2, len(passages)))]
+            emit(train, "rag", "nq-rag", name, render(template, **placeholders(keep, question)))
+    # adversarial_qa through T0's prompts, verbatim; then its paragraphs in held-out phrasings.
+    aqa = json.loads((SOURCES / "adversarial_qa.json").read_text(encoding="utf-8"))
+    verbatim = {"based_on": "Extract the answer to the question from the following context.\n"
+                            "Question: {q}\nContext: {c}\n",
+                "question_context_answer": 'Question: "{q}"\n\nContext: "{c}"\n\nAnswer:\n'}
+    names = cycle(RAG_EVAL, held_rng("rag"))
+    for row in aqa["questions"]:
+        context = aqa["contexts"][row["context"]]
+        emit(held, "rag", "adversarial-qa", f"t0-{row['template']}",
+             {"prompt": verbatim[row["template"]].format(q=row["question"], c=context)})
+        name, template = next(names)
+        emit(held, "rag", "adversarial-qa", name,
+             render(template, **placeholders(context.split(". ", 2), row["question"])))
 
 
 def build_summarization(sb: dict, rng: random.Random, train: list[Row], held: list[Row]) -> None:
-    articles = [r["turns"][0].removeprefix("Summarize: ") for r in sb["summarization"]]
-    wiki = [" ".join(rag_parts(r)[0][:3]) for r in sb["rag"]]
     meeting = json.loads((SOURCES / "qmsum_es2002a.json").read_text(encoding="utf-8"))
-    windows = meeting_windows(meeting["turns"])
-    names = cycle(SUM_TRAIN, rng)
-    for article in articles[:60]:
-        for _ in range(3):
+    names = cycle({**SUM_TRAIN, **SUM_TRAIN_MORE}, rng)
+    for doc in wiki_documents(sb, rng):
+        for _ in range(2):
             name, template = next(names)
-            emit(train, "summarization", "cnn-dailymail", name, render(template, text=article))
-    for passage in wiki[:40]:
-        name, template = next(names)
-        emit(train, "summarization", "nq-wikipedia", name, render(template, text=passage))
-    for window in windows[:3]:
-        for query in meeting["specific_queries"]:
+            emit(train, "summarization", "nq-wikipedia", name, render(template, text=doc))
+    for window in meeting_windows(meeting["turns"]):
+        for query in meeting["specific_queries"] + MEETING_QUERIES_MORE:
             emit(train, "summarization", "qmsum", "qmsum-query",
                  render("{text}\n\n{q}", text=window, q=query))
         for _ in range(3):
             name, template = next(names)
             emit(train, "summarization", "qmsum", name, render(template, text=window))
-    names = cycle(SUM_HELDOUT, rng)
-    for article in articles[60:]:
-        for _ in range(3):
-            name, template = next(names)
-            emit(held, "summarization", "cnn-dailymail", name, render(template, text=article))
-    for passage in wiki[60:]:
+    names = cycle(SUM_EVAL, held_rng("summarization"))
+    for article in articles(sb):
         name, template = next(names)
-        emit(held, "summarization", "nq-wikipedia", name, render(template, text=passage))
-    for window in windows[3:]:
-        for query in MEETING_HELDOUT:
-            emit(held, "summarization", "qmsum", "meeting-heldout",
-                 render("{text}\n\n{q}", text=window, q=query))
+        emit(held, "summarization", "cnn-dailymail", name, render(template, text=article))
 
 
 def build_translation(sb: dict, rng: random.Random, train: list[Row], held: list[Row]) -> None:
-    german = [r["turns"][0].removeprefix("Translate German to English: ") for r in sb["translation"]]
-    cnn = sentences([r["turns"][0].removeprefix("Summarize: ") for r in sb["summarization"][:60]])
-    wiki = sentences([" ".join(rag_parts(r)[0]) for r in sb["rag"][60:]])
-    rng.shuffle(cnn)
+    wiki = sentences([" ".join(rag_parts(r)[0]) for r in sb["rag"]])
     rng.shuffle(wiki)
-    for split, templates, pairs in (
-            (train, TR_TRAIN, [(s, "German", "English", "wmt14-de") for s in german[:60]]
-             + [(s, "English", None, "cnn-dailymail") for s in cnn[:420]]),
-            (held, TR_HELDOUT, [(s, "German", "English", "wmt14-de") for s in german[60:]]
-             + [(s, "English", None, "nq-wikipedia") for s in wiki[:120]])):
-        names = cycle(templates, rng)
-        for sentence, src, tgt, source in pairs:
-            name, template = next(names)
-            target = tgt or rng.choice(LANGS[:-1] if split is held else LANGS)
-            emit(split, "translation", source, name, render(template, s=sentence, src=src, tgt=target))
+    names = cycle({**TR_TRAIN, **TR_TRAIN_MORE}, rng)
+    pairs = [(s, "English", rng.choice(LANGS[:-1]), "nq-wikipedia") for s in wiki[:420]]
+    pairs += [(s, src, rng.choice(["English", "English", "German", "French"]), "project-own")
+              for src, s in FOREIGN for _ in range(3)]
+    for sentence, src, tgt, source in pairs:
+        name, template = next(names)
+        tgt = "Spanish" if tgt == src else tgt
+        emit(train, "translation", source, name, render(template, s=sentence, src=src, tgt=tgt))
+    german = [r["turns"][0].removeprefix("Translate German to English: ") for r in sb["translation"]]
+    rng = held_rng("translation")
+    cnn = sentences(articles(sb))
+    rng.shuffle(cnn)
+    names = cycle(TR_EVAL, rng)
+    for sentence, src, tgt, source in ([(s, "German", "English", "wmt14-de") for s in german]
+                                       + [(s, "English", rng.choice(LANGS_EVAL), "cnn-dailymail")
+                                          for s in cnn[:40]]):
+        name, template = next(names)
+        emit(held, "translation", source, name, render(template, s=sentence, src=src, tgt=tgt))
 
 
 def _docstring(prompt: str) -> str:
@@ -402,102 +604,99 @@ def leetcode(desc: str, examples: list[tuple[str, str]], rng: random.Random) -> 
 
 def build_code(sb: dict, rng: random.Random, train: list[Row], held: list[Row]) -> None:
     humaneval = jsonl("humaneval.jsonl")
-    mbpp = jsonl("mbpp.jsonl")
     for row in humaneval:  # raw completion prompts, as a code-completion client sends them
         emit(train, "code", "humaneval", "completion", {"prompt": row["prompt"]})
-    names = cycle(CODE_TRAIN, rng)
-    for row in humaneval[:130]:
+    names = cycle({**CODE_TRAIN, **CODE_TRAIN_MORE}, rng)
+    for row in humaneval:
         name, template = next(names)
         emit(train, "code", "humaneval", name, render(template, code=row["prompt"] + row["solution"]))
-    names = cycle(CODE_HELDOUT, rng)
-    for row in humaneval[130:]:
-        name, template = next(names)
-        emit(held, "code", "humaneval", name, render(template, code=row["prompt"] + row["solution"]))
     for row in humaneval:
-        doc = _docstring(row["prompt"])
-        desc = _description(doc)
+        desc = _description(_docstring(row["prompt"]))
         if len(desc) < 20:
             continue
         examples = re.findall(r">>>\s*\w+\((.*?)\)\s*\n\s*(.+)", row["prompt"])
         if examples:
             emit(train, "code", "humaneval", "leetcode-layout",
                  render("{q}", q=leetcode(desc, examples, rng)))
-        lang = rng.choice(LANGS_CODE_TRAIN)
-        task = rng.choice(TASK_TRAIN)
+        task = rng.choice(TASK_TRAIN + TASK_TRAIN_MORE)
         low = desc[:1].lower() + desc[1:]
         emit(train, "code", "humaneval", "task-train",
-             render(task, lang=lang, desc=low, desc_cap=desc + "."))
-    for row in mbpp:
-        desc = row["text"].strip()
-        call = re.match(r"assert\s+\w+\((.*)\)\s*==\s*(.+)$", row["test"])
-        lang = rng.choice(LANGS_CODE_HELDOUT)
-        emit(held, "code", "mbpp", "mbpp-plain", render("{q}", q=desc))
-        emit(held, "code", "mbpp", "task-heldout",
-             render(rng.choice(TASK_HELDOUT), lang=lang,
-                    desc=re.sub(r"^Write a (?:python )?function to ", "", desc)))
-        if call:
-            emit(held, "code", "mbpp", "leetcode-layout-mbpp",
-                 render("{q}", q=leetcode(re.sub(r"^Write a (?:python )?function to ", "Your task is to ",
-                                                 desc), [call.groups()], rng)))
+             render(task, lang=rng.choice(LANGS_CODE_TRAIN + LANGS_CODE_TRAIN_MORE), desc=low,
+                    desc_cap=desc + "."))
     for row in sb["coding"]:
         emit(train, "code", "mt-bench", "as-is", render("{q}", q=row["turns"][0]))
-    for thing in IMPLEMENT_TRAIN:
+    for thing in IMPLEMENT_TRAIN + IMPLEMENT_TRAIN_MORE:
         for lang in rng.sample(LANGS_CODE_TRAIN, 3):
-            emit(train, "code", "exercises", "implement", render("Implement {t} in {l}.", t=thing, l=lang))
-    for thing in IMPLEMENT_HELDOUT:
-        for lang in rng.sample(LANGS_CODE_HELDOUT, 2):
-            emit(held, "code", "exercises", "implement-heldout",
-                 render("Write an implementation of {t} using {l}.", t=thing, l=lang))
+            emit(train, "code", "project-own", "implement",
+                 render("Implement {t} in {l}.", t=thing, l=lang))
+    rng = held_rng("code")
+    for row in jsonl("mbpp.jsonl"):
+        desc = row["text"].strip()
+        low = re.sub(r"^Write a (?:python )?function to ", "", desc)
+        emit(held, "code", "mbpp", "mbpp-plain", render("{q}", q=desc))
+        emit(held, "code", "mbpp", "code-task-eval",
+             render(rng.choice(CODE_TASK_EVAL), lang=rng.choice(LANGS_CODE_TRAIN_MORE),
+                    desc=desc, low=low))
 
 
 def build_math(sb: dict, rng: random.Random, train: list[Row], held: list[Row]) -> None:
-    generated = jsonl("mathematics_dataset.jsonl")
-    modules = sorted({r["module"] for r in generated})
-    rng.shuffle(modules)
-    held_modules = {m for m in modules[:14] if m != "numbers__lcm"}
-    train_names, held_names = cycle({str(i): t for i, t in enumerate(MATH_TRAIN)}, rng), \
-        cycle({str(i): t for i, t in enumerate(MATH_HELDOUT)}, rng)
-    for row in generated:
-        split, names = (held, held_names) if row["module"] in held_modules else (train, train_names)
+    names = cycle(MATH_TRAIN + MATH_TRAIN_MORE, rng)
+    questions = [(f"mathematics_dataset/{r['module']}", r["question"])
+                 for r in jsonl("mathematics_dataset.jsonl")]
+    questions += [("gsm8k" if r["category"] == "math_reasoning" else "mt-bench", r["turns"][0])
+                  for r in sb["math_reasoning"] + sb["math"]]
+    questions += [("gsm8k", r["question"]) for r in jsonl("gsm8k.jsonl")]
+    questions += [("project-own", q) for q in LATEX_MATH for _ in range(2)]
+    for source, question in questions:
         name, template = next(names)
-        emit(split, "math", f"mathematics_dataset/{row['module']}", f"math-{name}",
-             render(template, q=row["question"]))
-    for row in sb["math_reasoning"] + sb["math"]:
-        name, template = next(train_names)
-        emit(train, "math", "gsm8k-spec-bench" if row["category"] == "math_reasoning" else "mt-bench",
-             f"math-{name}", render(template, q=row["turns"][0]))
-    for row in jsonl("gsm8k.jsonl"):
-        name, template = next(held_names)
-        emit(held, "math", "gsm8k-test", f"math-heldout-{name}", render(template, q=row["question"]))
+        emit(train, "math", source, f"math-{name}", render(template, q=question))
+    names = cycle(MATH_EVAL, held_rng("math"))
+    for row in jsonl("svamp.jsonl"):
+        emit(held, "math", "svamp", "svamp-plain", render("{q}", q=row["question"]))
+        name, template = next(names)
+        emit(held, "math", "svamp", f"math-eval-{name}", render(template, q=row["question"]))
 
 
 def build_chat(sb: dict, rng: random.Random, train: list[Row], held: list[Row]) -> None:
     mt = [r for c in ("writing", "roleplay", "reasoning", "extraction", "stem", "humanities")
           for r in sb[c]]
-    rng.shuffle(mt)
-    qa = sb["qa"]
-    for split, rows, wraps in ((train, mt[:45] + qa[:60], CHAT_WRAP_TRAIN),
-                               (held, mt[45:] + qa[60:], CHAT_WRAP_HELDOUT)):
-        names = cycle({str(i): t for i, t in enumerate(wraps)}, rng)
-        for row in rows:
+    names = cycle(CHAT_WRAP_TRAIN + CHAT_WRAP_TRAIN_MORE, rng)
+    for row in mt + sb["qa"]:
+        name, template = next(names)
+        source = "nq-open" if row["category"] == "qa" else "mt-bench"
+        emit(train, "chat", source, f"chat-{name}", render(template, q=row["turns"][0]))
+    for text in CHAT_HARD:
+        for _ in range(2):
             name, template = next(names)
-            source = "nq-open" if row["category"] == "qa" else "mt-bench"
-            emit(split, "chat", source, f"chat-{name}", render(template, q=row["turns"][0]))
-    cnn = [r["turns"][0].removeprefix("Summarize: ") for r in sb["summarization"]]
-    paragraphs = [" ".join(sentences([a])[:4]) for a in cnn]
-    wiki = [rag_parts(r)[0][0] for r in sb["rag"]]
-    for split, material, templates in ((train, paragraphs[:60] + wiki[:40], CHAT_MATERIAL_TRAIN),
-                                       (held, paragraphs[60:] + wiki[60:], CHAT_MATERIAL_HELDOUT)):
-        names = cycle({str(i): t for i, t in enumerate(templates)}, rng)
-        for text in material:
-            if len(text) < 80:
-                continue
+            emit(train, "chat", "project-own", f"chat-hard-{name}", render(template, q=text))
+    names = cycle(CHAT_MATERIAL_TRAIN + CHAT_MATERIAL_TRAIN_MORE, rng)
+    for text in wiki_documents(sb, rng):
+        name, template = next(names)
+        emit(train, "chat", "nq-wikipedia", f"chat-material-{name}", render(template, text=text))
+    paragraphs = [" ".join(sentences([a])[:4]) for a in articles(sb)]
+    names = cycle(CHAT_MATERIAL_EVAL, held_rng("chat"))
+    for text in paragraphs[:40]:
+        if len(text) >= 80:
             name, template = next(names)
-            emit(split, "chat", "cnn-or-wikipedia", f"chat-material-{name}", render(template, text=text))
+            emit(held, "chat", "cnn-dailymail", f"chat-material-eval-{name}",
+                 render(template, text=text))
+
+
+def build_vicuna(sb: dict, rng: random.Random, train: list[Row], held: list[Row]) -> None:
+    """Vicuna's 80 questions, verbatim, held out: coding is code, math is math, the rest chat."""
+    kinds = {"coding": "code", "math": "math"}
+    for row in jsonl("vicuna_bench.jsonl"):
+        emit(held, kinds.get(row["category"], "chat"), "vicuna-bench", f"vicuna-{row['category']}",
+             render("{q}", q=row["question"]))
 
 
 BUILDERS: list[Callable[[dict, random.Random, list[Row], list[Row]], None]] = [
-    build_rag, build_summarization, build_translation, build_code, build_math, build_chat]
+    build_rag, build_summarization, build_translation, build_code, build_math, build_chat,
+    build_vicuna]
+
+
+def text_of(row: Row) -> str:
+    return row.get("prompt") or row["messages"][-1]["content"]
 
 
 def main() -> None:
@@ -506,7 +705,13 @@ def main() -> None:
     held: list[Row] = []
     for build in BUILDERS:
         build(sb, random.Random(f"{SEED}-{build.__name__}"), train, held)
-    for name, rows in (("train.jsonl", train), ("heldout.jsonl", held)):
+    # A held-out prompt that is also a training prompt (MT-Bench took two of Vicuna's) goes.
+    seen = {text_of(r).strip() for r in train}
+    dropped = [r for r in held if text_of(r).strip() in seen]
+    held = [r for r in held if text_of(r).strip() not in seen]
+    overlap = {r["source"] for r in train} & {r["source"] for r in held}
+    assert not overlap, f"sources on both sides: {overlap}"
+    for name, rows in (("train_by_source.jsonl", train), ("heldout_by_source.jsonl", held)):
         with (DATA / name).open("w", encoding="utf-8") as out:
             for row in rows:
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -514,6 +719,18 @@ def main() -> None:
         for row in rows:
             counts[row["type"]] = counts.get(row["type"], 0) + 1
         print(f"{name}: {len(rows)} prompts  " + "  ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    verbatim = sum(r["source"] in VERBATIM_SOURCES and r["template"] in VERBATIM_TEMPLATES
+                   for r in held)
+    print(f"held-out prompts that are a source's own text, no template: {verbatim}/{len(held)}; "
+          f"dropped as duplicates of training prompts: {len(dropped)}")
+
+
+# Held-out prompts sent as their source wrote them (no template of ours, none in training).
+VERBATIM_SOURCES = {"vicuna-bench", "svamp", "adversarial-qa", "mbpp"}
+VERBATIM_TEMPLATES = {"svamp-plain", "mbpp-plain", "t0-based_on", "t0-question_context_answer",
+                      *(f"vicuna-{c}" for c in ("generic", "knowledge", "roleplay",
+                                                "common-sense", "fermi", "counterfactual",
+                                                "coding", "math", "writing"))}
 
 
 if __name__ == "__main__":
