@@ -13,12 +13,16 @@ from pathlib import Path
 
 # Read in a child process: importing vLLM takes seconds and pulls in torch, which the tuner
 # itself does not need.
-_INTROSPECT = r"""
-import dataclasses, json, typing
-from vllm.config import speculative
+# SpeculativeMethod's values: a Literal, or a Union of Literals (flattened).
+_FLAT_TYPES = r"""
 def flat(tp):
     args = typing.get_args(tp)
     return [a for x in args for a in (flat(x) if typing.get_args(x) else [x])] if args else [tp]
+"""
+_INTROSPECT = r"""
+import dataclasses, json, typing
+from vllm.config import speculative
+""" + _FLAT_TYPES + r"""
 print(json.dumps({"methods": sorted(set(flat(speculative.SpeculativeMethod))),
                   "fields": sorted(f.name for f in dataclasses.fields(speculative.SpeculativeConfig))}))
 """
@@ -153,9 +157,7 @@ from vllm.config.vllm import VllmConfig
 from vllm.triton_utils import HAS_TRITON
 forced = envs.VLLM_USE_V2_MODEL_RUNNER
 why = "VLLM_USE_V2_MODEL_RUNNER=0" if forced is False else None if forced or HAS_TRITON else "this vLLM has no Triton"
-def flat(tp):
-    args = typing.get_args(tp)
-    return [a for x in args for a in (flat(x) if typing.get_args(x) else [x])] if args else [tp]
+""" + _FLAT_TYPES + r"""
 adaptive = any(f.name == "enable_adaptive_verification" for f in dataclasses.fields(speculative.SpeculativeConfig))
 refused = {}
 for method in sorted(set(flat(speculative.SpeculativeMethod))) if why else ():

@@ -266,8 +266,6 @@ def context_table(rows: list[TrialRow]) -> Table | None:
         b.get("tokens_per_s") for b in r.acceptance_by_context))]
     if not any(r.config is not None for r in shown):
         return None
-    if not shown:
-        return None
     spans = sorted({(b["from"], b["to"]) for r in shown for b in r.acceptance_by_context})
     table = Table(title="tokens per decode step (steps), decode tok/s per request, by context length: "
                         "tokens of prompt + output so far", title_justify="left")

@@ -117,7 +117,7 @@ class SearchSpace:
             low, high = parse_lookup(params["ngram.lookup"])
             extra = {"prompt_lookup_min": low, "prompt_lookup_max": high}
         if params.get(f"{method}.verify") == "adaptive":
-            extra = {ADAPTIVE_FIELD: True}
+            extra = {**extra, ADAPTIVE_FIELD: True}
         return SpecConfig(method, params[f"{method}.k"], draft_model=params.get(f"{method}.draft"),
                           extra=extra)
 

@@ -131,10 +131,10 @@ def by_context(steps: Sequence[RequestSteps]) -> list[dict]:
     ``tokens_per_step`` (1 + accepted drafts, over every decode step) and, where every step's time
     is known, ``tokens_per_s``: a request's decode rate at those lengths (its tokens over the
     time between its chunks), the figure the baseline's own buckets compare with."""
-    totals: dict[tuple[int, int], list] = {}
+    totals: dict[tuple[int, int], list] = {}  # bucket -> [steps, tokens, seconds, every step timed]
     for request in steps:
-        timed = request.seconds or (None,) * len(request.tokens)
-        for tokens, context, seconds in zip(request.tokens, request.contexts, timed):
+        per_step = request.seconds or (None,) * len(request.tokens)
+        for tokens, context, seconds in zip(request.tokens, request.contexts, per_step):
             bucket = totals.setdefault(length_bucket(context), [0, 0, 0.0, True])
             bucket[0] += 1
             bucket[1] += tokens
@@ -143,5 +143,5 @@ def by_context(steps: Sequence[RequestSteps]) -> list[dict]:
             else:
                 bucket[2] += seconds
     return [{"from": lo, "to": hi, "steps": n, "tokens_per_step": tokens / n,
-             **({"tokens_per_s": tokens / seconds} if timed and seconds > 0 else {})}
-            for (lo, hi), (n, tokens, seconds, timed) in sorted(totals.items())]
+             **({"tokens_per_s": tokens / seconds} if all_timed and seconds > 0 else {})}
+            for (lo, hi), (n, tokens, seconds, all_timed) in sorted(totals.items())]
