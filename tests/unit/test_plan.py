@@ -48,6 +48,16 @@ def test_defaults_without_a_file():
     assert plan.options.trials == 20 and plan.load.label == "concurrency 1"
 
 
+def test_a_true_or_false_key_is_read_and_anything_else_there_is_one_sentence(tmp_path):
+    # allow_output_change = true once crashed the shape check (no check for booleans).
+    path = tmp_path / "study.toml"
+    path.write_text("allow_output_change = true\n")
+    assert plan_study(path).options.allow_output_change is True
+    path.write_text('allow_output_change = "yes"\n')
+    with pytest.raises(UsageError, match="allow_output_change must be true or false"):
+        plan_study(path)
+
+
 @pytest.mark.parametrize(("text", "reason"), [
     ("trails = 3", "unknown key 'trails' in the top level"),
     ("[space]\nmethod = ['ngram']", "unknown key 'method' in [space]"),
