@@ -263,6 +263,49 @@ CHAT_WRAP_TRAIN = ["{q}", "Hey! {q}", ("You are a helpful assistant.", "{q}")]
 CHAT_WRAP_TRAIN_MORE = ["{q}", ("You are a friendly assistant. Keep answers short.", "{q}")]
 
 
+# ------------------------------------------------------------------ more frameworks (round two)
+# Issue 48, round two: templates of frameworks not used above, copied from their wheels, and the
+# Stanford Alpaca layout (tatsu-lab/stanford_alpaca train.py PROMPT_DICT, Apache-2.0) that
+# instruction-tuned models are served with. Training only; none was written to match the
+# held-out phrasings.
+FRAMEWORK_RAG: dict[str, str | tuple[str, str]] = {
+    # pyautogen 0.2.35 (MIT): autogen/agentchat/contrib/retrieve_user_proxy_agent.py PROMPT_QA
+    "autogen-qa": "You're a retrieve augmented chatbot. You answer user's questions based on your "
+                  "own knowledge and the\ncontext provided by the user.\nIf you can't answer the "
+                  "question with or without the current context, you should reply exactly "
+                  "`UPDATE CONTEXT`.\nYou must give as short an answer as possible.\n\nUser's "
+                  "question is: {q}\n\nContext is: {text}\n",
+    # embedchain 0.1.128 (Apache-2.0): embedchain/config/llm/base.py DEFAULT_PROMPT
+    "embedchain-default": "\nYou are a Q&A expert system. Your responses must always be rooted in "
+                          "the context provided for each query. Here are some guidelines to "
+                          "follow:\n\n1. Refrain from explicitly mentioning the context provided "
+                          "in your response.\n2. The context should silently guide your answers "
+                          "without being directly acknowledged.\n3. Do not use phrases such as "
+                          "'According to the context provided', 'Based on the context, ...' etc."
+                          "\n\nContext information:\n----------------------\n{text}\n"
+                          "----------------------\n\nQuery: {q}\nAnswer:\n",
+    # haystack-ai 3.4.1 (Apache-2.0): haystack/components/builders/prompt_builder.py, the
+    # template of its docstring, rendered
+    "haystack-docstring": "Given these documents, answer the question.\nDocuments:\n{text}\n\n"
+                          "Question: {q}\nAnswer:",
+}
+FRAMEWORK_SUMMARY: dict[str, str | tuple[str, str]] = {
+    # semantic-kernel 1.45.0 (MIT): semantic_kernel/core_plugins/conversation_summary_plugin.py
+    "semantic-kernel-summarize": "BEGIN CONTENT TO SUMMARIZE:\n{text}\nEND CONTENT TO SUMMARIZE.\n"
+                                 "Summarize the conversation in 'CONTENT TO SUMMARIZE',            "
+                                 "identifying main points of discussion and any conclusions that "
+                                 "were reached.\nDo not incorporate other general knowledge.\n"
+                                 "Summary is in plain text, in complete sentences, with no markup "
+                                 "or tags.\n\nBEGIN SUMMARY:\n",
+}
+ALPACA_INPUT = ("Below is an instruction that describes a task, paired with an input that provides "
+                "further context. Write a response that appropriately completes the request.\n\n"
+                "### Instruction:\n{instruction}\n\n### Input:\n{text}\n\n### Response:")
+ALPACA_NO_INPUT = ("Below is an instruction that describes a task. Write a response that "
+                   "appropriately completes the request.\n\n### Instruction:\n{instruction}\n\n"
+                   "### Response:")
+
+
 # ------------------------------------------------------------------ held-out phrasings
 # Written for issue 48 and used only in heldout.jsonl, over held-out sources only: no training
 # prompt has these phrasings or this material.
@@ -690,9 +733,110 @@ def build_vicuna(sb: dict, rng: random.Random, train: list[Row], held: list[Row]
              render("{q}", q=row["question"]))
 
 
+# ------------------------------------------------------------------ round two (training only)
+# Issue 48, round two: more sources per type, each wholly in training, so that no type is learnt
+# from one or two sources' material. The held-out builders above are untouched.
+
+def build_news(sb: dict, rng: random.Random, train: list[Row], held: list[Row]) -> None:
+    """The Lee corpus's news stories and gensim's Wikipedia paragraphs (sources/, from the
+    gensim wheel): texts to summarize, to rework as chat, and sentences to translate. Each text
+    source goes to summarization and to chat in equal shares and at the same lengths (whole
+    texts and excerpts of a few sentences), so that only the request tells the two apart."""
+    stories = [r["text"] for r in jsonl("lee_news.jsonl")]
+    paragraphs = [r["text"] for r in jsonl("wiki_paragraphs.jsonl")]
+    summaries = cycle({**SUM_TRAIN, **SUM_TRAIN_MORE, **FRAMEWORK_SUMMARY}, rng)
+    reworks = cycle(CHAT_MATERIAL_TRAIN + CHAT_MATERIAL_TRAIN_MORE, rng)
+    for source, texts in (("lee-news", stories), ("gensim-wikipedia", paragraphs)):
+        for number, text in enumerate(texts):
+            if rng.random() < 0.5:
+                text = " ".join(sentences([text])[:rng.randint(3, 6)]) or text
+            if number % 2:
+                name, template = next(reworks)
+                emit(train, "chat", source, f"chat-material-{name}", render(template, text=text))
+            else:
+                name, template = next(summaries)
+                emit(train, "summarization", source, name, render(template, text=text))
+    picked = sentences(stories)
+    rng.shuffle(picked)
+    names = cycle({**TR_TRAIN, **TR_TRAIN_MORE}, rng)
+    for sentence in picked[:60]:
+        name, template = next(names)
+        emit(train, "translation", "lee-news", name,
+             render(template, s=sentence, src="English", tgt=rng.choice(LANGS)))
+
+
+def build_frameworks(sb: dict, rng: random.Random, train: list[Row], held: list[Row]) -> None:
+    """Other frameworks' rag and summary templates over the training material."""
+    names = cycle(FRAMEWORK_RAG, rng)
+    for passages, question in (rag_parts(r) for r in sb["rag"]):
+        name, template = next(names)
+        keep = passages[:rng.randint(1, max(1, len(passages)))]
+        emit(train, "rag", name.split("-")[0], name,
+             render(template, **placeholders(keep, question)))
+    meeting = json.loads((SOURCES / "qmsum_es2002a.json").read_text(encoding="utf-8"))
+    for window in meeting_windows(meeting["turns"]):
+        emit(train, "summarization", "semantic-kernel", "semantic-kernel-summarize",
+             render(FRAMEWORK_SUMMARY["semantic-kernel-summarize"], text=window))
+
+
+def instruction_layouts(rng: random.Random) -> Iterator[str]:
+    """How an instruction and its input text reach a server: one after the other, either way
+    round, or in the Alpaca layout."""
+    return (name for name, _ in cycle({"instruction-input": 0, "input-instruction": 0,
+                                       "alpaca": 0}, rng))
+
+
+def render_instruction(layout: str, instruction: str, text: str) -> dict:
+    if not text.strip():
+        return render("{q}" if layout != "alpaca" else ALPACA_NO_INPUT,
+                      q=instruction, instruction=instruction)
+    template = {"instruction-input": "{instruction}\n\n{text}",
+                "input-instruction": "{text}\n\n{instruction}", "alpaca": ALPACA_INPUT}[layout]
+    return render(template, instruction=instruction, text=text)
+
+
+# Dolly's own categories: a question on a given text is rag, a text to condense is
+# summarization, and the categories with no text to work on are chat (docs/classifier.md).
+# information_extraction (pull facts out of a given text) is left out: neither rag's question
+# nor a summary, it is the kind of request the types do not separate.
+DOLLY_TYPES = {"closed_qa": "rag", "summarization": "summarization", "open_qa": "chat",
+               "general_qa": "chat", "brainstorming": "chat", "creative_writing": "chat",
+               "classification": "chat"}
+
+
+def build_dolly(sb: dict, rng: random.Random, train: list[Row], held: list[Row]) -> None:
+    """Databricks Dolly 15k (sources/dolly.jsonl): requests people wrote, with their texts."""
+    layouts = instruction_layouts(rng)
+    for row in jsonl("dolly.jsonl"):
+        kind = DOLLY_TYPES.get(row["category"])
+        if kind is None or (kind != "chat" and not row["context"].strip()):
+            continue
+        layout = next(layouts)
+        emit(train, kind, "dolly", f"dolly-{row['category']}-{layout}",
+             render_instruction(layout, row["instruction"], row["context"]))
+
+
+# How an exercise statement is sent: as it is, or with a line asking for a language (written
+# for this project).
+EXERCISE_WRAPS = ["{text}", "{text}\n\nSolve this in {lang}.", "Write a {lang} solution:\n\n{text}",
+                  ("You are a programming tutor.", "{text}")]
+
+
+def build_exercism(sb: dict, rng: random.Random, train: list[Row], held: list[Row]) -> None:
+    """Exercism's exercise statements (sources/exercism.jsonl, MIT): programming tasks
+    described in prose, without a function signature."""
+    names = cycle(EXERCISE_WRAPS, rng)
+    for row in jsonl("exercism.jsonl"):
+        text = row["text"].strip()
+        for _ in range(2):
+            name, template = next(names)
+            emit(train, "code", "exercism", f"exercism-{name}",
+                 render(template, text=text, lang=rng.choice(LANGS_CODE_TRAIN)))
+
+
 BUILDERS: list[Callable[[dict, random.Random, list[Row], list[Row]], None]] = [
     build_rag, build_summarization, build_translation, build_code, build_math, build_chat,
-    build_vicuna]
+    build_vicuna, build_news, build_frameworks, build_dolly, build_exercism]
 
 
 def text_of(row: Row) -> str:

@@ -48,3 +48,22 @@ def test_chat_hard_negatives_have_no_text_to_transform():
     assert all("\n" not in text and len(text) < 200 for text in build.CHAT_HARD)
     # None of the prompts the tests keep as known misses is trained on.
     assert "How many days should I spend in Rome?" not in build.CHAT_HARD
+
+
+def test_every_type_is_trained_from_several_sources():
+    # Round two of issue 48: a type learnt from one or two sources' material collapses on a
+    # source it never saw (docs/lab/classifier.md, leave-one-source-out). Data sets and
+    # frameworks count; mathematics_dataset's modules count as one.
+    sources: dict[str, set[str]] = {}
+    for row in rows("train_by_source.jsonl"):
+        sources.setdefault(row["type"], set()).add(row["source"].split("/")[0])
+    assert {kind: len(names) >= 3 for kind, names in sources.items()} == dict.fromkeys(
+        ("code", "chat", "summarization", "math", "translation", "rag"), True), sources
+
+
+def test_news_and_wikipedia_texts_serve_both_summaries_and_chat():
+    # The same kind of text must appear under both types, so that the request decides.
+    train = rows("train_by_source.jsonl")
+    for source in ("lee-news", "gensim-wikipedia"):
+        kinds = {r["type"] for r in train if r["source"] == source}
+        assert {"summarization", "chat"} <= kinds, (source, kinds)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from tuner.errors import UsageError
@@ -113,6 +114,37 @@ def test_unsure_requests_go_to_mixed_and_the_threshold_decides():
     assert all(r.type == MIXED for r in groups[MIXED])
     counts = type_counts([*requests, Request(line=9, prompt="x", type="mine")], middle)
     assert counts.mixed == len(groups[MIXED]) and counts.labelled == {"mine": 1}
+
+
+def test_the_instruction_lines_weigh_the_same_beside_a_long_text():
+    # type_model.py: the first and last lines have feature blocks of their own, each normalised
+    # on its own, so the request's own words count as much before a long article as alone.
+    from tuner.workload.type_model import (CHAR_FEATURES, LINE_FEATURES, WORD_FEATURES, features,
+                                           request_view)
+
+    short = chat("Summarise this.\nThe vote was close.")
+    long = chat("Summarise this.\n" + NEWS * 3 + "\nThe vote was close.")
+    rows = features([request_view(short), request_view(long)]).toarray()
+    lines = slice(WORD_FEATURES + CHAR_FEATURES, WORD_FEATURES + CHAR_FEATURES + 2 * LINE_FEATURES)
+    assert rows[0, lines] == pytest.approx(rows[1, lines])
+    assert rows[0, lines].any()
+    # The body's own blocks do differ: it is only the instruction lines that are kept apart.
+    assert rows[0, :WORD_FEATURES] != pytest.approx(rows[1, :WORD_FEATURES])
+
+
+def test_a_model_fitted_elsewhere_can_be_asked():
+    # scripts/train_classifier.py --loso guesses through guess_all with the model it fitted.
+    from tuner.workload.type_model import TypeModel, shipped_model
+
+    shipped = shipped_model()
+    flipped = TypeModel(shipped.labels[::-1], np.arange(len(shipped.dense)),
+                        shipped.dense[:, ::-1], shipped.bias[::-1])
+    requests = [chat(text) for text, _ in ISSUE_EXAMPLES]
+    assert [g.type for g in guess_all(requests, 0, model=flipped)] == \
+        [g.type for g in guess_all(requests, 0)]
+    ones = TypeModel(("chat", "code"), np.arange(len(shipped.dense)),
+                     np.zeros((len(shipped.dense), 2)), np.array([0.0, 1.0]))
+    assert {g.type for g in guess_all(requests, 0, model=ones)} == {"code"}
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5])

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from tuner.errors import UsageError
 from tuner.workload.model import Request, Workload
-from tuner.workload.type_model import request_view, shipped_model
+from tuner.workload.type_model import TypeModel, request_view, shipped_model
 
 MIXED = "mixed"
 TYPES = ("code", "chat", "summarization", "math", "translation", "rag", "other", MIXED)
@@ -46,15 +46,16 @@ def check_min_confidence(value: float) -> float:
     return value
 
 
-def guess_all(requests: Sequence[Request],
-              min_confidence: float = DEFAULT_MIN_CONFIDENCE) -> list[Guess]:
-    """One guess per request, in order; the model runs once over all unlabelled requests."""
+def guess_all(requests: Sequence[Request], min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+              model: TypeModel | None = None) -> list[Guess]:
+    """One guess per request, in order; the model (the shipped one unless given: training
+    scripts pass theirs) runs once over all unlabelled requests."""
     check_min_confidence(min_confidence)
     guesses: list[Guess | None] = [Guess(r.type, None, True) if r.type is not None else None
                                    for r in requests]
     todo = [i for i, g in enumerate(guesses) if g is None]
     if todo:
-        model = shipped_model()
+        model = model or shipped_model()
         for start in range(0, len(todo), _BATCH):
             chunk = todo[start:start + _BATCH]
             probabilities = model.probabilities([request_view(requests[i]) for i in chunk])

@@ -5,7 +5,10 @@ start and the last user message, of which a long one (an article, retrieved docu
 only its first and last ``ENDS`` characters, where instructions sit. That text is hashed into
 word 1-2-grams and character 3-4-grams (scikit-learn's ``HashingVectorizer``: no vocabulary to
 ship, the same hash at training and at run time) plus a few shape tokens (length, lines, digits,
-code fences), and scored by a multinomial logistic regression whose weights ship in
+code fences). The first and the last line of the user message, where a request's instruction
+sits, are hashed a second time into blocks of their own (word 1-2-grams and character
+3-4-grams, each normalised on its own), so that an instruction weighs the same beside a long article as beside a short one
+(docs/lab/classifier.md, issue 48). All is scored by a multinomial logistic regression whose weights ship in
 ``type_model.npz`` beside this file (built by scripts/train_classifier.py from
 benchmarks/data/classifier/train.jsonl; docs/lab/classifier.md says from what).
 """
@@ -31,6 +34,9 @@ ENDS = 256
 SYSTEM_CHARS = 256
 WORD_FEATURES = 2 ** 18
 CHAR_FEATURES = 2 ** 18
+LINE_FEATURES = 2 ** 16
+LINE_CHARS = 200  # kept of the first line's start and the last line's end
+_LINES = "\x1e"  # separates the view from its instruction lines
 _NO_DIGITS = str.maketrans("", "", "0123456789")
 
 
@@ -55,7 +61,9 @@ def view(system: str, user: str) -> str:
     shape = (f"zlen{_bucket(len(user), (80, 200, 500, 1200, 3000, 8000))} "
              f"zlines{_bucket(lines, (2, 4, 10, 30))} zdigits{digits} "
              f"{'zfence' if '```' in user else ''} {'zsystem' if system else ''}")
-    return f"{system[:SYSTEM_CHARS]}\n{ends}\n{shape}"
+    lines = [line for line in user.splitlines() if line.strip()] or [""]
+    instruction = f"{lines[0][:LINE_CHARS]}\n{lines[-1][-LINE_CHARS:]}"
+    return f"{system[:SYSTEM_CHARS]}\n{ends}\n{shape}{_LINES}{instruction}"
 
 
 def request_view(request: Request) -> str:
@@ -63,22 +71,32 @@ def request_view(request: Request) -> str:
 
 
 @functools.cache
-def _vectorizers() -> tuple[object, object]:
+def _vectorizers() -> tuple[object, object, object, object]:
     from sklearn.feature_extraction.text import HashingVectorizer
 
     words = HashingVectorizer(n_features=WORD_FEATURES, ngram_range=(1, 2), alternate_sign=False,
                               token_pattern=r"(?u)\b\w+\b|[^\w\s]", norm="l2")
     chars = HashingVectorizer(n_features=CHAR_FEATURES, analyzer="char_wb", ngram_range=(3, 4),
                               alternate_sign=False, norm="l2")
-    return words, chars
+    line_words = HashingVectorizer(n_features=LINE_FEATURES, ngram_range=(1, 2),
+                                   alternate_sign=False, token_pattern=r"(?u)\b\w+\b|[^\w\s]",
+                                   norm="l2")
+    line_chars = HashingVectorizer(n_features=LINE_FEATURES, analyzer="char_wb", ngram_range=(3, 4),
+                                   alternate_sign=False, norm="l2")
+    return words, chars, line_words, line_chars
 
 
 def features(texts: Sequence[str]) -> csr_matrix:
-    """Rows of hashed features for ``view`` texts (word block, then character block)."""
+    """Rows of hashed features for ``view`` texts (word block, character block, then the
+    instruction lines' word and character blocks)."""
     from scipy.sparse import hstack
 
-    words, chars = _vectorizers()
-    return hstack([words.transform(texts), chars.transform(texts)], format="csr")  # type: ignore[attr-defined]
+    words, chars, line_words, line_chars = _vectorizers()
+    parts = [text.partition(_LINES) for text in texts]
+    main, instructions = [p[0] for p in parts], [p[2] for p in parts]
+    return hstack([words.transform(main), chars.transform(main),  # type: ignore[attr-defined]
+                   line_words.transform(instructions),  # type: ignore[attr-defined]
+                   line_chars.transform(instructions)], format="csr")  # type: ignore[attr-defined]
 
 
 class TypeModel:
@@ -88,7 +106,8 @@ class TypeModel:
                  bias: np.ndarray):
         self.labels = tuple(labels)
         # Only the hashed columns training saw have weights; the rest are zero and not shipped.
-        self.dense = np.zeros((WORD_FEATURES + CHAR_FEATURES, len(labels)), dtype=np.float32)
+        self.dense = np.zeros((WORD_FEATURES + CHAR_FEATURES + 2 * LINE_FEATURES, len(labels)),
+                              dtype=np.float32)
         self.dense[columns] = weights
         self.bias = bias.astype(np.float32)
 
