@@ -1,7 +1,7 @@
 """How well `tuner workload split` guesses workload types on labelled prompts it was not trained on.
 
     .venv/bin/python benchmarks/classifier_accuracy.py [FILE] [--min-confidence P]
-        [--min-overall 0.9] [--min-type 0.8]
+        [--weights NPZ] [--min-overall 0.9] [--min-type 0.8]
 
 FILE defaults to benchmarks/data/classifier/heldout.jsonl, the held-out split that
 scripts/train_classifier.py never reads (lines: ``type`` plus ``prompt`` or ``messages``). A
@@ -26,6 +26,7 @@ from tuner.errors import TunerError
 from tuner.workload.classify import DEFAULT_MIN_CONFIDENCE, MIXED, TYPES, guess_all
 from tuner.workload.importers import import_workload
 from tuner.workload.model import Request
+from tuner.workload.type_model import TypeModel
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "benchmarks" / "data" / "classifier" / "heldout.jsonl"
@@ -47,11 +48,12 @@ def labelled(path: Path) -> list[tuple[str, str, Request]]:
     return rows
 
 
-def measure(path: Path, min_confidence: float = DEFAULT_MIN_CONFIDENCE
+def measure(path: Path, min_confidence: float = DEFAULT_MIN_CONFIDENCE, weights: Path | None = None
             ) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]]:
     """(true type, guessed type) counts, and (source, true type) counts of the misses."""
     rows = labelled(path)
-    guesses = guess_all([r for _, _, r in rows], min_confidence)
+    model = TypeModel.load(weights) if weights is not None else None  # None: the shipped model
+    guesses = guess_all([r for _, _, r in rows], min_confidence, model=model)
     pairs: Counter[tuple[str, str]] = Counter()
     misses: Counter[tuple[str, str]] = Counter()
     for (truth, source, _), guess in zip(rows, guesses, strict=True):
@@ -94,13 +96,16 @@ def main() -> int:
     parser.add_argument("file", nargs="?", type=Path, default=DEFAULT)
     parser.add_argument("--min-confidence", type=float, default=DEFAULT_MIN_CONFIDENCE,
                         help="below this probability a request goes to mixed")
+    parser.add_argument("--weights", type=Path, default=None,
+                        help="an experiment's weights (scripts/train_classifier.py --out); "
+                             "default: the package's own model")
     parser.add_argument("--min-overall", type=float, default=None,
                         help="exit 1 when overall accuracy is below this fraction")
     parser.add_argument("--min-type", type=float, default=None,
                         help="exit 1 when any type's recall is below this fraction")
     args = parser.parse_args()
     try:
-        pairs, misses = measure(args.file, args.min_confidence)
+        pairs, misses = measure(args.file, args.min_confidence, args.weights)
     except (TunerError, OSError, json.JSONDecodeError, KeyError) as exc:
         print(f"error: cannot measure {args.file}: {exc}", file=sys.stderr)
         return 2
