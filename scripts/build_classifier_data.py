@@ -782,8 +782,7 @@ def build_frameworks(sb: dict, rng: random.Random, train: list[Row], held: list[
 def instruction_layouts(rng: random.Random) -> Iterator[str]:
     """How an instruction and its input text reach a server: one after the other, either way
     round, or in the Alpaca layout."""
-    return (name for name, _ in cycle({"instruction-input": 0, "input-instruction": 0,
-                                       "alpaca": 0}, rng))
+    return (layout for _, layout in cycle(["instruction-input", "input-instruction", "alpaca"], rng))
 
 
 def render_instruction(layout: str, instruction: str, text: str) -> dict:

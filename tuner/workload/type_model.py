@@ -7,10 +7,12 @@ word 1-2-grams and character 3-4-grams (scikit-learn's ``HashingVectorizer``: no
 ship, the same hash at training and at run time) plus a few shape tokens (length, lines, digits,
 code fences). The first and the last line of the user message, where a request's instruction
 sits, are hashed a second time into blocks of their own (word 1-2-grams and character
-3-4-grams, each normalised on its own), so that an instruction weighs the same beside a long article as beside a short one
-(docs/lab/classifier.md, issue 48). All is scored by a multinomial logistic regression whose weights ship in
-``type_model.npz`` beside this file (built by scripts/train_classifier.py from
-benchmarks/data/classifier/train.jsonl; docs/lab/classifier.md says from what).
+3-4-grams, each normalised on its own), so that an instruction weighs the same beside a long
+article as beside a short one (docs/lab/classifier.md, issue 48). All is scored by a
+multinomial logistic regression whose weights ship in ``type_model.npz`` beside this file. The
+shipped weights are issue 32's (built from benchmarks/data/classifier/train.jsonl, before the
+instruction-line blocks: they have no weight there); scripts/train_classifier.py now fits on
+train_by_source.jsonl. docs/lab/classifier.md says from what.
 """
 
 from __future__ import annotations
@@ -61,8 +63,8 @@ def view(system: str, user: str) -> str:
     shape = (f"zlen{_bucket(len(user), (80, 200, 500, 1200, 3000, 8000))} "
              f"zlines{_bucket(lines, (2, 4, 10, 30))} zdigits{digits} "
              f"{'zfence' if '```' in user else ''} {'zsystem' if system else ''}")
-    lines = [line for line in user.splitlines() if line.strip()] or [""]
-    instruction = f"{lines[0][:LINE_CHARS]}\n{lines[-1][-LINE_CHARS:]}"
+    written = [line for line in user.splitlines() if line.strip()] or [""]
+    instruction = f"{written[0][:LINE_CHARS]}\n{written[-1][-LINE_CHARS:]}"
     return f"{system[:SYSTEM_CHARS]}\n{ends}\n{shape}{_LINES}{instruction}"
 
 
@@ -74,16 +76,16 @@ def request_view(request: Request) -> str:
 def _vectorizers() -> tuple[object, object, object, object]:
     from sklearn.feature_extraction.text import HashingVectorizer
 
-    words = HashingVectorizer(n_features=WORD_FEATURES, ngram_range=(1, 2), alternate_sign=False,
-                              token_pattern=r"(?u)\b\w+\b|[^\w\s]", norm="l2")
-    chars = HashingVectorizer(n_features=CHAR_FEATURES, analyzer="char_wb", ngram_range=(3, 4),
-                              alternate_sign=False, norm="l2")
-    line_words = HashingVectorizer(n_features=LINE_FEATURES, ngram_range=(1, 2),
-                                   alternate_sign=False, token_pattern=r"(?u)\b\w+\b|[^\w\s]",
-                                   norm="l2")
-    line_chars = HashingVectorizer(n_features=LINE_FEATURES, analyzer="char_wb", ngram_range=(3, 4),
-                                   alternate_sign=False, norm="l2")
-    return words, chars, line_words, line_chars
+    def word_grams(columns: int) -> object:
+        return HashingVectorizer(n_features=columns, ngram_range=(1, 2), alternate_sign=False,
+                                 token_pattern=r"(?u)\b\w+\b|[^\w\s]", norm="l2")
+
+    def char_grams(columns: int) -> object:
+        return HashingVectorizer(n_features=columns, analyzer="char_wb", ngram_range=(3, 4),
+                                 alternate_sign=False, norm="l2")
+
+    return (word_grams(WORD_FEATURES), char_grams(CHAR_FEATURES), word_grams(LINE_FEATURES),
+            char_grams(LINE_FEATURES))
 
 
 def features(texts: Sequence[str]) -> csr_matrix:
